@@ -1,0 +1,139 @@
+// The Communicator: the one interface every strategy talks to. Torch-free: buffers are raw pointers
+// (host memory for the MPI backend, device memory for NCCL) with an element type and a count.
+//
+// Semantics follow c10d: every call is collective (all ranks of the communicator must make it), ranks
+// issue their collectives in the same order, and the *_async forms return a Work handle that must be
+// waited on before the buffers are read or reused. The blocking forms are async + wait. Several
+// collectives may be outstanding at once; they complete in any order but are matched across ranks in
+// issue order. A Communicator is used by one thread at a time.
+//
+// Backends (one .cpp each, behind a factory): make_mpi_communicator (mpi_communicator.hpp),
+// make_nccl_communicator (nccl_communicator.hpp). Decorators: make_checked_communicator
+// (checked_communicator.hpp) verifies that all ranks issue the same collective. docs/comm.md.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace lorabench::comm {
+
+enum class DataType { kFloat32, kBFloat16, kFloat16, kInt32, kInt64 };
+enum class ReduceOp { kSum, kMax, kMin };
+
+size_t dtype_size(DataType t);
+const char* dtype_name(DataType t);       // "fp32", "bf16", "fp16", "int32", "int64"
+DataType dtype_from_name(const std::string& name);  // throws ConfigError on an unknown name
+const char* reduce_op_name(ReduceOp op);
+
+// The collectives, for statistics and the debug checker.
+enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kAllToAll, kBarrier };
+constexpr int kNumCollectiveKinds = 6;
+const char* collective_name(CollectiveKind k);  // "all_reduce", ...
+
+// A pending collective. wait() blocks until the operation completed on this rank (its buffers may then be
+// used); test() polls without blocking and also drives progress. Destroying an unfinished Work waits.
+// wait() and test() throw CommError when the operation failed (NCCL: also on timeout).
+class Work {
+ public:
+  virtual ~Work() = default;
+  virtual void wait() = 0;
+  virtual bool test() = 0;
+};
+
+// Bytes this rank handed to each collective (the payload: count x element size of the send side), and
+// how many calls, since construction or the last reset. What the network moved depends on the algorithm;
+// the bus-bandwidth factors of `lorabench comm` relate the two.
+struct CommStats {
+  std::array<int64_t, kNumCollectiveKinds> calls{};
+  std::array<int64_t, kNumCollectiveKinds> bytes{};
+  double wait_s = 0;  // seconds spent blocked in wait() (the exposed communication time)
+  int64_t total_bytes() const {
+    int64_t s = 0;
+    for (auto b : bytes) s += b;
+    return s;
+  }
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string backend_name() const = 0;  // "mpi", "nccl"
+  virtual bool device_buffers() const = 0;       // true when buffers must be device memory (NCCL)
+
+  // Collective. In-place reduction of `count` elements of `buf` across all ranks.
+  std::unique_ptr<Work> all_reduce_async(void* buf, size_t count, DataType t, ReduceOp op);
+  // Collective. `send` holds size()*recv_count elements; rank r receives the reduction of block r.
+  std::unique_ptr<Work> reduce_scatter_async(const void* send, void* recv, size_t recv_count, DataType t,
+                                             ReduceOp op);
+  // Collective. Every rank contributes send_count elements; `recv` gets size()*send_count, in rank order.
+  // `send` may alias recv + rank()*send_count (in-place).
+  std::unique_ptr<Work> all_gather_async(const void* send, void* recv, size_t send_count, DataType t);
+  // Collective. `count` elements from `root` to every rank.
+  std::unique_ptr<Work> broadcast_async(void* buf, size_t count, DataType t, int root);
+  // Collective. Block r (count elements) of `send` goes to rank r; `recv` block r comes from rank r.
+  std::unique_ptr<Work> all_to_all_async(const void* send, void* recv, size_t count, DataType t);
+  // Collective. Uneven all-to-all: send_counts[r] elements to rank r (consecutive blocks of `send`),
+  // recv_counts[r] elements from rank r (consecutive blocks of `recv`).
+  std::unique_ptr<Work> all_to_allv_async(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                                          const std::vector<size_t>& recv_counts, DataType t);
+  // Collective.
+  std::unique_ptr<Work> barrier_async();
+
+  void all_reduce(void* buf, size_t count, DataType t, ReduceOp op) { wait(all_reduce_async(buf, count, t, op)); }
+  void reduce_scatter(const void* send, void* recv, size_t recv_count, DataType t, ReduceOp op) {
+    wait(reduce_scatter_async(send, recv, recv_count, t, op));
+  }
+  void all_gather(const void* send, void* recv, size_t send_count, DataType t) {
+    wait(all_gather_async(send, recv, send_count, t));
+  }
+  void broadcast(void* buf, size_t count, DataType t, int root) { wait(broadcast_async(buf, count, t, root)); }
+  void all_to_all(const void* send, void* recv, size_t count, DataType t) {
+    wait(all_to_all_async(send, recv, count, t));
+  }
+  void all_to_allv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                   const std::vector<size_t>& recv_counts, DataType t) {
+    wait(all_to_allv_async(send, send_counts, recv, recv_counts, t));
+  }
+  void barrier() { wait(barrier_async()); }
+
+  // Waits on `w` and adds the blocked time to stats().wait_s.
+  void wait(const std::unique_ptr<Work>& w);
+
+  // Drives progress of outstanding non-blocking operations (MPI needs calls into the library to move
+  // data). Cheap; the trainer calls it between layers in backward.
+  virtual void progress() {}
+
+  const CommStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = CommStats{}; }
+
+ protected:
+  virtual std::unique_ptr<Work> do_all_reduce(void* buf, size_t count, DataType t, ReduceOp op) = 0;
+  virtual std::unique_ptr<Work> do_reduce_scatter(const void* send, void* recv, size_t recv_count, DataType t,
+                                                  ReduceOp op) = 0;
+  virtual std::unique_ptr<Work> do_all_gather(const void* send, void* recv, size_t send_count, DataType t) = 0;
+  virtual std::unique_ptr<Work> do_broadcast(void* buf, size_t count, DataType t, int root) = 0;
+  virtual std::unique_ptr<Work> do_all_to_allv(const void* send, const std::vector<size_t>& send_counts, void* recv,
+                                               const std::vector<size_t>& recv_counts, DataType t) = 0;
+  virtual std::unique_ptr<Work> do_all_to_all(const void* send, void* recv, size_t count, DataType t);
+  virtual std::unique_ptr<Work> do_barrier() = 0;
+
+ private:
+  void account(CollectiveKind kind, size_t bytes);
+  CommStats stats_;
+};
+
+// A Work that is already complete (a collective on one rank, or one finished synchronously).
+class CompletedWork final : public Work {
+ public:
+  void wait() override {}
+  bool test() override { return true; }
+};
+
+}  // namespace lorabench::comm

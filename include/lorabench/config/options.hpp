@@ -1,0 +1,56 @@
+// The option table: every input key with its type, default and meaning. It drives parsing (ini file
+// and --set), validation messages, the effective-config table, --help and docs/input-reference.md.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lorabench/config/run_config.hpp"
+
+namespace lorabench {
+
+struct OptionSpec {
+  std::string key;            // "train.lr": [train] lr in the ini file, --set train.lr=... on the command line
+  std::string type;           // "int", "float", "bool", "string", "a|b|c" (one of), "list", ...
+  std::string default_value;  // as it would be written in the ini file
+  std::string help;           // one line
+  // Converts and range-checks `value`; throws std::invalid_argument with a message for the user.
+  std::function<void(RunConfig&, const std::string& value)> set;
+  std::function<std::string(const RunConfig&)> get;
+};
+
+const std::vector<OptionSpec>& option_table();
+const OptionSpec* find_option(const std::string& key);
+
+// A RunConfig holding every default of the table.
+RunConfig default_run_config();
+
+// Parses the ini text of `path` (already read; `path` is used in messages) and the `--set key=value`
+// overrides, which win over the file. Every problem (syntax, unknown key, duplicate key, bad value) is
+// collected into one ConfigError whose lines read "file:line: key: message".
+RunConfig parse_run_config(const std::string& path, const std::string& text,
+                           const std::vector<std::string>& overrides);
+
+// What the validation needs to know beyond the config itself.
+struct ValidationContext {
+  int world_size = 1;
+  bool nccl_built = false;   // this binary has the NCCL backend
+  bool cuda_available = false;
+};
+
+// Cross-field and world-size checks (e.g. strategy single on several ranks). Throws one ConfigError
+// listing every problem, each naming its key and where the key was set.
+void validate_run_config(const RunConfig& cfg, const ValidationContext& ctx);
+
+// The effective configuration, one "key value (origin)" row per key, for the start of a run.
+std::string effective_config_table(const RunConfig& cfg);
+// key -> resolved value, in table order (written to /config of the run file).
+std::vector<std::pair<std::string, std::string>> resolved_values(const RunConfig& cfg);
+
+// `lorabench --help` options section and the Markdown table of docs/input-reference.md.
+std::string options_help();
+std::string options_markdown();
+
+}  // namespace lorabench

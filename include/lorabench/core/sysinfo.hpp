@@ -1,0 +1,30 @@
+// What the machine and the process look like: CPU model, memory, environment, clocks.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace lorabench::sys {
+
+std::string cpu_model();               // /proc/cpuinfo "model name", or "unknown"
+std::vector<std::string> cpu_flags();  // /proc/cpuinfo "flags" of the first CPU
+int online_cpus();
+std::string kernel_release();          // uname -r
+std::string utc_now_iso8601();         // "2026-11-30T11:02:03Z"
+
+// Resident set size of this process, bytes. peak_rss() is VmHWM since start or since the last
+// reset_peak_rss() (which writes 5 to /proc/self/clear_refs; returns false where that is refused).
+int64_t current_rss();
+int64_t peak_rss();
+bool reset_peak_rss();
+
+// Environment variables relevant to provenance (threads, MPI, Slurm, NCCL, CUDA, BLAS), sorted.
+std::vector<std::pair<std::string, std::string>> relevant_environment();
+std::string getenv_or(const char* name, const std::string& fallback);
+
+// Monotonic wall clock in seconds (steady_clock).
+double now_s();
+
+}  // namespace lorabench::sys

@@ -1,0 +1,66 @@
+// The SFT batch source: dataset file -> chat template -> token ids + assistant-only labels -> samples of
+// seq_len tokens -> micro-batches by global sample index (batch.hpp). Torch-free.
+//
+// Samples (N of them per epoch):
+//   pack = false  one example per sample: truncated to seq_len (its end is cut), then padded with
+//                 <|endoftext|> (label kIgnoreIndex). N = number of examples.
+//   pack = true   the examples, each truncated to seq_len, are concatenated in file order into one
+//                 token stream that is cut every seq_len tokens: every sample is full except the last,
+//                 which is padded. An example may straddle two samples (its tail starts the next one,
+//                 without its prompt). Each example starts with <|im_start|>system, which is never
+//                 trained, so no position is trained to predict the next example; attention is not
+//                 masked between examples inside a sample (plain packing, no position-id reset).
+//                 N = ceil(total tokens / seq_len); shuffling permutes the packed samples.
+// Sample order: EpochSampler (sampler.hpp) over N with (seed, epoch); the rows of a micro-batch are
+// global_sample_index(step, micro, rank, row, ...).
+//
+// Every rank loads and tokenizes the whole file (deterministic, so all ranks agree on N and the order).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "lorabench/config/run_config.hpp"
+#include "lorabench/data/batch.hpp"
+#include "lorabench/data/sft_dataset.hpp"
+#include "lorabench/data/tokenizer.hpp"
+
+namespace lorabench::data {
+
+struct SftSpec {
+  std::string path;                                  // the dataset file
+  SftFormat format = SftFormat::kAuto;
+  std::string tokenizer_path;                        // a tokenizer.json (see resolve_tokenizer_path)
+  int seq_len = 256;                                 // tokens per sample; REQUIRES >= 2
+  bool pack = false;
+  bool shuffle = true;
+  BadRecordPolicy on_bad_record = BadRecordPolicy::kError;
+  uint64_t seed = 0;                                 // run.seed
+  int micro_batch = 1;                               // rows per micro-batch
+  int grad_accum = 1;
+  int world_size = 1;
+};
+
+// Throws IoError for a missing / bad tokenizer or dataset file (see sft_dataset.hpp for the policy).
+std::unique_ptr<BatchSource> make_sft_source(const SftSpec& spec);
+// The same with an already loaded tokenizer (spec.tokenizer_path is then ignored).
+std::unique_ptr<BatchSource> make_sft_source(const SftSpec& spec, std::shared_ptr<const Tokenizer> tokenizer);
+
+// The spec of a run: data.* keys, run.seed, train.micro_batch / grad_accum and the world size; the
+// tokenizer from resolve_tokenizer_path(). REQUIRES: cfg.data.format is auto, alpaca or chat.
+SftSpec sft_spec_from_config(const RunConfig& cfg, int world_size);
+
+// The tokenizer file a run uses, first match wins:
+//   1. data.tokenizer when set;
+//   2. <model.path>/tokenizer.json when model.path is set;
+//   3. $LORABENCH_DATA_DIR/qwen2.5/tokenizer.json when that environment variable is set;
+//   4. the build's default, <source dir>/third_party/qwen2.5/tokenizer.json (scripts/install-deps.sh
+//      fetches it there).
+// Only chooses the path: Tokenizer::from_file reports a missing file (IoError naming the path and saying
+// to run scripts/install-deps.sh).
+std::string resolve_tokenizer_path(const RunConfig& cfg);
+// The compile-time default of step 4.
+const char* default_tokenizer_path();
+
+}  // namespace lorabench::data

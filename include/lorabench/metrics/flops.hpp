@@ -1,0 +1,95 @@
+// FLOP model of LoRA / full fine-tuning of a decoder-only transformer (Qwen2 layout), parameter counts,
+// and MFU. Torch-free: the shape is plain numbers. The formula, its sources and a worked example for
+// Qwen2.5-0.5B are in docs/metrics.md.
+//
+// Counted: every GEMM with a weight (attention projections q,k,v,o; MLP gate,up,down; LM head, also
+// when tied to the embedding; LoRA A and B) and the two attention GEMMs (Q·K^T and P·V) over the full
+// sequence length T, causal or not (PaLM's convention; it is also what a masked dense attention
+// computes). Not counted: embedding lookup, norms, RoPE, softmax, activations, biases, residual adds,
+// the loss, optimizer, recomputation for activation checkpointing (model FLOPs, not hardware FLOPs).
+//
+// Per weight W (in x out) and token: forward 2·in·out; backward input gradient (dX = dY·W^T) 2·in·out
+// only if W's input depends on a trainable parameter; weight gradient (dW = X^T·dY) 2·in·out only if W
+// is trainable. Full fine-tuning: 6·N_matmul + 12·L·H·d·T. LoRA: about 4·N_matmul + 6·N_lora + 12·L·H·d·T
+// (slightly less: the first layer's q,k,v read the frozen embedding and need no input gradient).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lorabench::metrics {
+
+struct TransformerShape {
+  int64_t layers = 0;
+  int64_t hidden = 0;
+  int64_t intermediate = 0;
+  int64_t heads = 0;     // query heads
+  int64_t kv_heads = 0;  // key/value heads (grouped-query attention)
+  int64_t head_dim = 0;
+  int64_t vocab = 0;
+  bool tied_embeddings = false;  // LM head shares the embedding matrix (still one vocab x hidden GEMM)
+  bool qkv_bias = true;          // Qwen2: q,k,v projections have biases (parameters, no GEMM FLOPs)
+};
+
+// The seven projections LoRA can target, in config order "q,k,v,o,gate,up,down".
+enum class LoraTarget : int { kQ = 0, kK, kV, kO, kGate, kUp, kDown };
+inline constexpr int kLoraTargetCount = 7;
+const char* lora_target_name(LoraTarget t);  // "q", "k", ...
+
+struct LoraSpec {
+  bool enabled = false;  // false = full fine-tuning of every parameter
+  int64_t r = 0;
+  std::array<bool, kLoraTargetCount> targets{};
+
+  bool targeted(LoraTarget t) const { return enabled && targets[static_cast<int>(t)]; }
+
+  // From config names (subset of q,k,v,o,gate,up,down). Throws ConfigError on an unknown name.
+  static LoraSpec from_names(bool enabled, int64_t r, const std::vector<std::string>& names);
+};
+
+// Input and output width of one projection of `shape`.
+struct ProjectionShape {
+  int64_t in = 0;
+  int64_t out = 0;
+};
+ProjectionShape projection_shape(const TransformerShape& shape, LoraTarget t);
+
+struct ParamCounts {
+  int64_t base_total = 0;     // every parameter of the base model (embedding counted once if tied)
+  int64_t matmul = 0;         // weights that take part in GEMMs: q,k,v,o, gate,up,down (all layers), LM head
+  int64_t lora = 0;           // LoRA A (in x r) and B (r x out) over all layers and targets
+  int64_t total = 0;          // base_total + lora
+  int64_t trainable = 0;      // lora (LoRA on) or base_total (full fine-tuning)
+  int64_t frozen_matmul = 0;  // matmul weights without gradient: matmul (LoRA on), 0 (full fine-tuning)
+};
+// REQUIRES: a valid shape (positive sizes); r > 0 when LoRA is enabled. Throws Error otherwise.
+ParamCounts count_params(const TransformerShape& shape, const LoraSpec& lora);
+
+// Training FLOPs per token for sequences of seq_len tokens, split by where they are spent.
+struct FlopsPerToken {
+  int64_t forward_matmul = 0;      // 2 per weight, base + LoRA
+  int64_t backward_input = 0;      // 2 per weight whose input lies on the gradient path
+  int64_t backward_weight = 0;     // 2 per trainable matmul weight
+  int64_t attention_forward = 0;   // Q·K^T and P·V: 4·T·head_dim per head per layer
+  int64_t attention_backward = 0;  // dP, dS->dQ, dK, dV: up to 8·T·head_dim per head per layer
+
+  int64_t forward() const { return forward_matmul + attention_forward; }
+  int64_t backward() const { return backward_input + backward_weight + attention_backward; }
+  int64_t total() const { return forward() + backward(); }
+};
+// REQUIRES: seq_len > 0 and what count_params requires.
+FlopsPerToken training_flops_per_token(const TransformerShape& shape, const LoraSpec& lora, int64_t seq_len);
+
+// Model FLOP utilization: flops / (seconds * peak_flops_per_s). REQUIRES seconds > 0, peak > 0.
+double mfu(double flops, double seconds, double peak_flops_per_s);
+
+// The per-rank peak that MFU divides by: a measured GEMM rate or a configured number.
+struct PeakFlops {
+  double flops_per_s = 0;
+  std::string source;  // "configured" (profile.peak_gflops) or "calibrated" (GEMM measured at start)
+  std::string detail;  // e.g. "bf16 GEMM 2048x2048x2048, best of 5, 1 thread"
+};
+
+}  // namespace lorabench::metrics

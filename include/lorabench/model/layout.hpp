@@ -1,0 +1,84 @@
+// How the model's tensors are laid out in flat buffers, unit by unit. Torch-free.
+//
+// A unit is what a strategy gathers, frees and synchronises as one piece: the embedding, each decoder
+// layer, the final norm, and the LM head when it is not tied to the embedding. Each unit has two flat buffers:
+//   compute   - every weight the forward pass reads, in the model dtype, under its Hugging Face name;
+//   trainable - what the optimizer updates, in fp32: the LoRA A/B matrices (PEFT names), or with full
+//               fine-tuning the unit's weights themselves (the fp32 master copy).
+// Slots are placed in forward order so that q/k/v (and gate/up, and the LoRA A of q/k/v) sit next to
+// each other: their concatenation is one contiguous matrix and one GEMM.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lorabench/model/shape.hpp"
+
+namespace lorabench::model {
+
+enum class Proj : int { kQ = 0, kK, kV, kO, kGate, kUp, kDown };
+constexpr int kNumProj = 7;
+const char* proj_short_name(Proj p);   // "q", "k", ..., as in lora.targets
+const char* proj_module_path(Proj p);  // "self_attn.q_proj", "mlp.down_proj", ...
+
+struct LoraSpec {
+  bool enabled = true;
+  int r = 16;
+  double alpha = 32;
+  double dropout = 0;
+  bool rslora = false;
+  bool target[kNumProj] = {true, true, true, true, true, true, true};
+  double scaling() const;  // alpha / r, or alpha / sqrt(r) with rslora
+  bool targets(Proj p) const { return enabled && target[static_cast<int>(p)]; }
+  std::vector<std::string> target_names() const;
+};
+// From lora.targets names ("q", "gate", ...).
+LoraSpec make_lora_spec(bool enabled, int r, double alpha, double dropout, bool rslora,
+                        const std::vector<std::string>& targets);
+
+struct Slot {
+  std::string name;            // Hugging Face / PEFT tensor name
+  std::vector<int64_t> shape;
+  int64_t offset = 0;          // elements from the start of the flat buffer
+  int64_t numel = 0;
+  bool decay = false;          // AdamW weight decay applies (matrices; never biases or norms)
+};
+
+enum class UnitKind { kEmbed, kLayer, kFinal, kHead };
+
+struct UnitLayout {
+  UnitKind kind = UnitKind::kLayer;
+  int layer = -1;              // decoder layer index for kLayer
+  std::string name;            // "embed", "layers.3", "final"
+  std::vector<Slot> compute;
+  int64_t compute_numel = 0;
+  std::vector<Slot> trainable;
+  int64_t trainable_numel = 0;
+
+  const Slot& compute_slot(const std::string& name) const;    // throws when absent
+  const Slot* find_trainable(const std::string& name) const;  // nullptr when absent
+};
+
+struct ModelLayout {
+  ModelShape shape;
+  LoraSpec lora;
+  bool full_finetune = false;
+  std::vector<UnitLayout> units;   // embed, layers.0 .. layers.L-1, final[, lm_head]
+  int final_unit() const { return static_cast<int>(shape.layers) + 1; }
+  // The unit whose matrix is the LM head: the embedding (0) when tied, else lm_head (the last).
+  int head_unit() const { return shape.tie_embeddings ? 0 : static_cast<int>(shape.layers) + 2; }
+
+  int64_t total_params() const;      // compute + LoRA (a full fine-tune's master copy is not counted twice)
+  int64_t trainable_params() const;
+  int64_t compute_params() const;
+};
+
+ModelLayout build_layout(const ModelShape& shape, const LoraSpec& lora);
+
+// Hugging Face names of decoder layer i: "model.layers.<i>.<suffix>".
+std::string layer_tensor_name(int layer, const std::string& suffix);
+// PEFT name of a LoRA matrix: "base_model.model.model.layers.<i>.<module>.lora_<A|B>.weight".
+std::string lora_tensor_name(int layer, Proj p, bool a);
+
+}  // namespace lorabench::model

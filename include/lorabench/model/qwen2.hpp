@@ -1,0 +1,140 @@
+// The Qwen2 decoder with LoRA, forward and backward written out by hand (llm.c style) on ATen ops.
+//
+// The math is transformers' Qwen2ForCausalLM + PEFT LoRA (tests/unit/test_model_reference.cpp checks it
+// against their outputs): RMSNorm in fp32, cast back, scaled by the weight; q/k/v with bias, o/gate/up/
+// down without; rotary embedding (rotate-half) with theta from the config; grouped-query attention
+// (query head h uses KV head h / (heads / kv_heads)); causal softmax in fp32; SwiGLU; final norm; the
+// LM head tied to the embedding or separate; causal-LM loss (shift by one, ignore -100, mean over
+// counted tokens). LoRA: y = base(x) + scaling * B(A(dropout(x))), A and B in fp32, the branch computed
+// in fp32 and added before rounding to the model dtype.
+//
+// Why by hand instead of autograd: the training strategies (FSDP gathers and frees a layer's weights
+// around its forward and its backward, DDP starts a bucket's all-reduce the moment its layers finished
+// backward, activation checkpointing recomputes one layer) need exactly these seams, frozen weights need
+// no weight-gradient GEMMs, and the saved activations are chosen, not whatever autograd keeps.
+//
+// Shapes: B sequences x T tokens, N = B*T rows; D hidden, H heads, K kv heads, G = H/K, d head dim,
+// I intermediate, V vocabulary. Activations are 2-d (N, features) in the model dtype `dt`.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "lorabench/model/layout.hpp"
+
+namespace lorabench::model {
+
+// Rotary tables for positions 0..T-1: cos and sin of (T, d/2), fp32, computed as transformers does.
+struct Rope {
+  int64_t seq = 0;
+  at::Tensor cos, sin;
+  at::Tensor mask;  // (G*T, T) bool, true where row g*T+t may not attend (column > t)
+};
+Rope make_rope(const ModelShape& s, int64_t seq);
+
+struct LoraPair {
+  at::Tensor a, b;  // a (r, in), b (out, r); undefined when the projection has no adapter
+};
+
+// Views of one decoder layer's full weights. Base weights are in the model dtype; LoRA in fp32.
+struct LayerWeights {
+  at::Tensor ln1, w_qkv, b_qkv, w_o, ln2, w_gu, w_down;  // w_qkv ((H+2K)d, D), w_gu (2I, D)
+  LoraPair lora[kNumProj];
+  at::Tensor a_qkv, a_gu;  // the A matrices of the targeted q/k/v (gate/up), packed: (n*r, in)
+};
+
+// Views into an fp32 gradient buffer; undefined members are not trained. Backward accumulates (+=).
+struct LayerGrads {
+  at::Tensor ln1, w_qkv, b_qkv, w_o, ln2, w_gu, w_down;
+  LoraPair lora[kNumProj];
+  at::Tensor a_qkv, a_gu;
+};
+
+// compute_flat: the unit's compute buffer (model dtype); trainable_flat: its fp32 trainable buffer
+// (LoRA), or undefined. With full fine-tuning the trainable buffer holds the master weights and the
+// compute buffer their model-dtype copy (the same storage in fp32).
+LayerWeights bind_layer_weights(const ModelLayout& m, const UnitLayout& u, const at::Tensor& compute_flat,
+                                const at::Tensor& trainable_flat);
+LayerGrads bind_layer_grads(const ModelLayout& m, const UnitLayout& u, const at::Tensor& grad_flat);
+
+// Dropout on the LoRA branch input is generated from a key, not stored: backward and recomputation
+// regenerate the same mask. key = (micro-batch seed, layer, projection).
+struct DropoutKey {
+  uint64_t seed = 0;
+  bool active = false;  // false: no dropout (p = 0 or evaluation)
+};
+
+// What one layer's forward keeps for its backward.
+struct LayerCache {
+  at::Tensor x;             // (N, D) layer input (the only tensor kept with activation checkpointing)
+  at::Tensor rstd1, h1;     // (N, 1) fp32, (N, D)
+  at::Tensor q, k, v;       // (B, K, G*T, d), (B, K, T, d), (B, K, T, d) after rotary, attention layout
+  at::Tensor p;             // (B, K, G*T, T) fp32 attention probabilities
+  at::Tensor attn;          // (N, H*d) attention output before o_proj
+  at::Tensor x2, rstd2, h2; // residual after attention, its norm
+  at::Tensor gu;            // (N, 2I) gate and up projections
+  at::Tensor la[kNumProj];  // (N, r) fp32 dropout(x) A^T of each adapter
+  bool full = false;        // false: only x (activation checkpointing)
+};
+
+struct LayerContext {
+  const ModelLayout* model = nullptr;
+  const Rope* rope = nullptr;
+  int64_t batch = 0, seq = 0;
+  DropoutKey dropout;
+  int layer = 0;
+};
+
+// y = layer(x). With cache != nullptr the activations for backward are kept in it (cache->full), or
+// only the input when keep_only_input (activation checkpointing).
+at::Tensor layer_forward(const LayerContext& ctx, const LayerWeights& w, const at::Tensor& x, LayerCache* cache,
+                         bool keep_only_input = false);
+
+// dx = d layer / dx (dy); accumulates weight gradients into g. Recomputes the forward first when the
+// cache holds only the input.
+at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGrads& g, LayerCache& cache,
+                          const at::Tensor& dy);
+
+// RMSNorm: y = w * (x / rms(x)).to(dt), statistics in fp32. rstd receives (N, 1).
+at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);
+// Returns dx; accumulates dw into dw_acc (fp32) when defined.
+at::Tensor rmsnorm_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
+                            const at::Tensor& dw_acc);
+
+// The LM head and the causal-LM loss, fused and chunked over the vocabulary so the (N, V) logits never
+// exist at once. targets (N) int64: the next token of each position, or -100. Returns the summed loss
+// over counted targets (in double) and dh = grad_scale * d(summed loss)/dh in the model dtype;
+// accumulates grad_scale * d/dE into dE_acc (fp32, (V, D)) when defined (a trainable head/embedding).
+struct HeadLoss {
+  double loss_sum = 0;
+  int64_t counted = 0;
+  at::Tensor dh;
+};
+HeadLoss head_loss(const at::Tensor& h, const at::Tensor& emb, const at::Tensor& targets, double grad_scale,
+                   const at::Tensor& dE_acc, int64_t chunk = 16384);
+// The pieces of head_loss, for a strategy that holds only rows [row0, row0 + rows) of the vocabulary
+// (emb_rows) and combines the partial statistics across ranks. targets outside the range contribute
+// no target logit (ignored targets must be mapped outside every range, e.g. to -1 - row0).
+struct HeadPartial {
+  at::Tensor m, se;  // (N, 1) running max and sum of exp(z - m) over the rows
+  at::Tensor zt;     // (N) target logit where the target lies in the rows, else 0
+  at::Tensor U;      // (N, D) sum of exp(z - m) * E_row
+};
+HeadPartial head_partial(const at::Tensor& h, const at::Tensor& emb_rows, int64_t row0, const at::Tensor& targets,
+                         int64_t chunk);
+// dE_rows += token_scale * (softmax - onehot)^T h over the rows, given the final log-sum-exp (N, 1).
+void head_weight_grad(const at::Tensor& h, const at::Tensor& emb_rows, int64_t row0, const at::Tensor& targets,
+                      const at::Tensor& lse, const at::Tensor& token_scale, const at::Tensor& dE_rows, int64_t chunk);
+// The unfused reference: full logits, fp32 log-softmax, autograd-free gradient. For tests and for
+// checking the fused path's numerics.
+HeadLoss head_loss_reference(const at::Tensor& h, const at::Tensor& emb, const at::Tensor& targets,
+                             double grad_scale, const at::Tensor& dE_acc);
+// logits (N, V) in fp32 (for `lorabench forward`).
+at::Tensor head_logits(const at::Tensor& h, const at::Tensor& emb);
+
+// Next-token targets of a (B, T) label matrix: targets[b, t] = labels[b, t+1], -100 at t = T-1.
+at::Tensor shift_targets(const at::Tensor& labels);
+
+}  // namespace lorabench::model

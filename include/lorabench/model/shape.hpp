@@ -1,0 +1,41 @@
+// The Qwen2 architecture's numbers, from a preset or a Hugging Face config.json. Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lorabench::model {
+
+struct ModelShape {
+  std::string name;          // preset name, or the snapshot directory
+  int64_t vocab_size = 0;
+  int64_t hidden = 0;
+  int64_t intermediate = 0;
+  int64_t layers = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;      // hidden / heads for every Qwen2.5 size
+  double rope_theta = 0;
+  double rms_eps = 0;
+  bool tie_embeddings = true;
+  int64_t max_positions = 0;
+
+  int64_t q_dim() const { return heads * head_dim; }
+  int64_t kv_dim() const { return kv_heads * head_dim; }
+  int64_t params_per_layer() const;  // weights, biases and norms of one decoder layer
+  int64_t total_params() const;      // embedding + layers + final norm (+ lm_head when untied)
+};
+
+// tiny, small, qwen2.5-0.5b, qwen2.5-1.5b, qwen2.5-3b, qwen2.5-7b (the public configs' numbers; tiny and
+// small are test and benchmark shapes). Throws ConfigError for an unknown name.
+ModelShape preset_shape(const std::string& name);
+const std::vector<std::string>& preset_names();
+
+// Reads a Hugging Face config.json (model_type qwen2). Throws IoError naming the file and the key.
+ModelShape load_hf_config(const std::string& path);
+
+// The same numbers as a Hugging Face config.json (for merged-weight export).
+std::string hf_config_json(const ModelShape& s, const std::string& torch_dtype);
+
+}  // namespace lorabench::model

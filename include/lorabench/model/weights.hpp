@@ -1,0 +1,60 @@
+// Initial values of a unit's buffers: random (Hugging Face's init for Qwen2, PEFT's for LoRA), or a
+// Hugging Face snapshot on disk, or a PEFT adapter. Deterministic per tensor name, so every rank and
+// every strategy starts from the same numbers.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lorabench/io/safetensors.hpp"
+#include "lorabench/model/layout.hpp"
+
+namespace lorabench::model {
+
+// Random init of unit `u`: weights ~ N(0, 0.02) and embedding too (transformers' initializer_range),
+// biases 0, norm weights 1; LoRA A ~ kaiming-uniform(a = sqrt 5) = U(-1/sqrt(in), 1/sqrt(in)), B = 0
+// (PEFT). Values are drawn in fp32 from a generator keyed by (seed, tensor name) and rounded to the
+// compute dtype. With full fine-tuning `trainable` (the fp32 master) gets the fp32 values.
+void init_unit(const ModelLayout& m, int u, const at::Tensor& compute, const at::Tensor& trainable, uint64_t seed);
+
+// Only the trainable (LoRA) part of init_unit.
+void init_lora(const ModelLayout& m, int u, const at::Tensor& trainable, uint64_t seed);
+
+// A Hugging Face snapshot directory: config.json + model.safetensors, or sharded
+// model-0000i-of-0000n.safetensors + model.safetensors.index.json. Files are memory-mapped.
+class Snapshot {
+ public:
+  explicit Snapshot(const std::string& dir);
+  const std::string& dir() const { return dir_; }
+  // The file that holds `name` (IoError naming the snapshot and the tensor when none does).
+  const io::SafeTensorsFile& file_of(const std::string& name) const;
+  // Every tensor name the snapshot holds.
+  std::vector<std::string> names() const;
+
+ private:
+  std::string dir_;
+  std::vector<std::unique_ptr<io::SafeTensorsFile>> files_;
+  std::map<std::string, size_t> where_;
+};
+
+// Copies unit u's tensors from the snapshot into `compute` (converted from bf16/fp16/fp32 on disk to
+// the buffer's dtype), checking every expected tensor's presence and shape. With full fine-tuning the
+// fp32 master `trainable` is filled too.
+void load_unit(const Snapshot& snap, const ModelLayout& m, int u, const at::Tensor& compute,
+               const at::Tensor& trainable);
+
+// Checks that the snapshot holds nothing the layout does not expect (an lm_head.weight in a tied model,
+// extra layers): IoError listing the unexpected names.
+void check_snapshot_complete(const Snapshot& snap, const ModelLayout& m);
+
+// A tensor of the safetensors file as an at::Tensor (a copy in `dtype`).
+at::Tensor read_tensor(const io::SafeTensorsFile& f, const io::SafeTensorInfo& t, at::ScalarType dtype);
+
+// Safetensors dtype name of an ATen dtype ("F32", "BF16", "F16", "I64").
+std::string safetensors_dtype(at::ScalarType t);
+
+}  // namespace lorabench::model

@@ -1,0 +1,114 @@
+// Training strategies: where parameters, gradients and optimizer state live, and which collectives keep
+// the ranks in step. The trainer owns one and drives it; the model's forward/backward reaches the
+// weights through it (it is the model's UnitProvider).
+//
+//   single  one rank, everything local (the reference every other strategy must reproduce)
+//   ddp     replicated parameters; gradients all-reduced in buckets as soon as backward finishes them
+//   zero1   ddp + optimizer state sharded (each rank updates its piece, then parameters are all-gathered)
+//   zero2   zero1 + gradients reduce-scattered to their owners instead of all-reduced
+//   fsdp    every parameter sharded at rest (frozen base included); a layer's weights are all-gathered
+//           for its forward and again for its backward, its gradients reduce-scattered; the embedding
+//           and LM head stay sharded by vocabulary rows and exchange activations instead of weights
+//
+// Every strategy sums gradients over ranks (the loss is pre-scaled by 1 / tokens of the global batch), so
+// for the same global batch all of them compute the single-rank update up to summation order.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lorabench/comm/communicator.hpp"
+#include "lorabench/model/layout.hpp"
+#include "lorabench/model/step.hpp"
+#include "lorabench/model/weights.hpp"
+#include "lorabench/train/adamw.hpp"
+
+namespace lorabench::strategy {
+
+struct StrategySpec {
+  std::string name;                // single | ddp | zero1 | zero2 | fsdp
+  double bucket_mb = 25;           // gradient bucket size (ddp, zero1, zero2)
+  bool sync_every_micro = false;   // reduce gradients after every micro-step, not only the last
+  bool reshard_after_forward = true;  // fsdp
+  bool prefetch = true;               // fsdp
+  int grad_accum = 1;
+};
+
+// Where the initial weights come from. Every rank reads the same source; a sharded strategy keeps its part.
+struct InitSource {
+  uint64_t seed = 0;                        // random init (and LoRA init) seed
+  const model::Snapshot* snapshot = nullptr;  // base weights, or nullptr for random init
+};
+
+// Model-state memory of one rank in bytes, from the ZeRO paper's accounting (what the strategy keeps
+// between steps), recorded beside the measurement.
+struct MemoryPrediction {
+  int64_t params = 0;     // base (compute) weights + LoRA or fp32 master weights
+  int64_t grads = 0;
+  int64_t optimizer = 0;  // AdamW m and v
+  int64_t total() const { return params + grads + optimizer; }
+  std::string formula;    // human-readable, e.g. "2Ψc/N + 4Ψt/N + 4Ψt/N + 8Ψt/N"
+};
+
+// The per-unit state of the trainable parameters, full size, in the trainable layout: what checkpoints
+// and adapters store (name -> tensor comes from the layout's slots).
+struct FullState {
+  std::vector<at::Tensor> params, exp_avg, exp_avg_sq;  // one per unit (undefined where none)
+  int64_t step = 0;                                     // optimizer steps taken
+};
+
+class TrainingStrategy : public model::UnitProvider {
+ public:
+  // comm may be null only for `single` on one rank. A combination the strategy does not support is a
+  // ConfigError.
+  static std::unique_ptr<TrainingStrategy> create(const StrategySpec& spec, const model::ModelLayout& m,
+                                                  at::ScalarType dtype, comm::Communicator* comm);
+
+  virtual const char* name() const = 0;
+  const model::ModelLayout& layout() const { return m_; }
+
+  // Collective. Allocates this rank's storage and fills it from `src`.
+  virtual void initialize(const InitSource& src) = 0;
+
+  // The micro-step protocol of one optimizer step:
+  //   begin_micro(0) forward_backward(...) end_micro() ... begin_micro(A-1) ... end_micro()
+  //   grad_sq_norm(), scale_grads(), optimizer_step()
+  virtual void begin_micro(int micro) = 0;
+  // Waits for this micro-step's reductions when they must complete now (the exposed communication).
+  virtual void end_micro() = 0;
+  // Collective where gradients are sharded. Sum of squares of the global gradient, the same value on
+  // every rank.
+  virtual double grad_sq_norm() = 0;
+  virtual void scale_grads(double factor) = 0;
+  // Applies AdamW to what this rank owns, makes the new parameters visible where they are replicated,
+  // and zeroes the gradients.
+  virtual void optimizer_step(const train::AdamWConfig& c, double lr) = 0;
+  // Drops this step's gradients without an update (train.on_nonfinite = skip).
+  virtual void discard_grads() = 0;
+
+  // Collective. The full trainable state (every rank receives it).
+  virtual FullState gather_state() = 0;
+  // Collective. Replaces the trainable state with `s` (full tensors, same on every rank).
+  virtual void load_state(const FullState& s) = 0;
+
+  virtual MemoryPrediction predict_memory() const = 0;
+
+  double comm_wait_s() const override { return comm_ ? comm_->stats().wait_s : 0.0; }
+  comm::Communicator* communicator() const { return comm_; }
+
+ protected:
+  TrainingStrategy(const model::ModelLayout& m, at::ScalarType dtype, comm::Communicator* comm)
+      : m_(m), dtype_(dtype), comm_(comm) {}
+  const model::ModelLayout& m_;
+  at::ScalarType dtype_;
+  comm::Communicator* comm_;
+};
+
+// comm::DataType of an ATen dtype (fp32, bf16, fp16, int32, int64).
+comm::DataType comm_dtype(at::ScalarType t);
+
+}  // namespace lorabench::strategy

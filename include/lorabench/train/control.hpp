@@ -1,0 +1,27 @@
+// The control plane: small host-side MPI collectives for metrics, flags and configuration (the data
+// plane, gradients and weights, goes through the Communicator, which may be NCCL on device memory).
+// Every function is collective over `comm`.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lorabench::train {
+
+double allreduce_sum(MPI_Comm comm, double x);
+double allreduce_max(MPI_Comm comm, double x);
+double allreduce_min(MPI_Comm comm, double x);
+int64_t allreduce_sum(MPI_Comm comm, int64_t x);
+// Element-wise sum of a small vector.
+void allreduce_sum(MPI_Comm comm, std::vector<double>& v);
+// Rank 0 receives every rank's `values` (all ranks pass the same count), in rank order; others get {}.
+std::vector<double> gather_to_root(MPI_Comm comm, const std::vector<double>& values);
+// Rank 0's string on every rank.
+std::string broadcast_string(MPI_Comm comm, const std::string& s);
+// Rank 0 decides (ok, message); every rank gets it.
+bool broadcast_status(MPI_Comm comm, bool ok, std::string& message);
+
+}  // namespace lorabench::train

@@ -1,0 +1,63 @@
+// lorabench: fine-tune Qwen2.5 with LoRA and measure what distributed training costs.
+//
+//   lorabench INPUT.ini [--set section.key=value ...]     train (one rank, or under mpirun/srun)
+//   lorabench <subcommand> ...                            see --help
+//
+// The MPI session is the first object; main() holds the only try/catch: a configuration error exits 2
+// with one message from rank 0, any other failure prints "[rank r@host] error: ..." and aborts the job
+// so no rank hangs in a collective.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "commands.hpp"
+#include "lorabench/core/error.hpp"
+#include "lorabench/core/log.hpp"
+#include "lorabench/core/mpi_session.hpp"
+
+namespace {
+
+struct Subcommand {
+  const char* name;
+  int (*run)(lorabench::MpiSession&, int, char**);
+  const char* summary;
+};
+
+const Subcommand kSubcommands[] = {
+    {"train", &lorabench::app::train_main, "train from an input file (the default: lorabench INPUT.ini)"},
+    {"tokenize", &lorabench::app::tokenize_main, "text, chat JSON or ids on stdin -> token ids or text (Qwen2.5)"},
+    {"comm", &lorabench::app::comm_main, "collective benchmark (nccl-tests style) -> table + run file"},
+    {"doctor", &lorabench::app::doctor_main, "check MPI, rendezvous, HDF5, PAPI, CUDA/NCCL, threads, BLAS"},
+};
+
+void print_usage() {
+  std::printf("usage: lorabench INPUT.ini [--set section.key=value ...]\n"
+              "       lorabench <subcommand> [options]   (lorabench <subcommand> --help)\n\nsubcommands:\n");
+  for (const auto& s : kSubcommands) std::printf("  %-12s %s\n", s.name, s.summary);
+  std::printf("\nlorabench --help-keys prints every input key.\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  lorabench::MpiSession mpi(&argc, &argv);
+  lorabench::log::init(mpi.rank());
+  try {
+    if (argc < 2 || std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0) {
+      if (mpi.rank() == 0) print_usage();
+      return argc < 2 ? 2 : 0;
+    }
+    for (const auto& s : kSubcommands) {
+      if (std::strcmp(argv[1], s.name) == 0) return s.run(mpi, argc - 1, argv + 1);
+    }
+    // No subcommand name: the arguments are a training run (lorabench INPUT.ini ...).
+    return lorabench::app::train_main(mpi, argc, argv);
+  } catch (const lorabench::ConfigError& e) {
+    if (mpi.rank() == 0) std::fprintf(stderr, "lorabench: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    lorabench::log::error(e.what());
+    lorabench::MpiSession::abort(1);
+  }
+}

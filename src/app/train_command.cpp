@@ -1,0 +1,218 @@
+// lorabench INPUT.ini [--set section.key=value ...]: the training run.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <H5public.h>
+#include <dlfcn.h>
+#include <boost/program_options.hpp>
+#include <torch/version.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "commands.hpp"
+#include "lorabench/comm/mpi_communicator.hpp"
+#include "lorabench/comm/nccl_communicator.hpp"
+#include "lorabench/comm/topology.hpp"
+#include "lorabench/config/options.hpp"
+#include "lorabench/core/error.hpp"
+#include "lorabench/core/log.hpp"
+#include "lorabench/core/strings.hpp"
+#include "lorabench/core/sysinfo.hpp"
+#include "lorabench/core/version.hpp"
+#include "lorabench/io/run_file.hpp"
+#include "lorabench/metrics/memory.hpp"
+#include "lorabench/train/control.hpp"
+#include "lorabench/train/trainer.hpp"
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace lorabench::app {
+
+namespace {
+
+void print_train_help() {
+  std::printf(
+      "usage: lorabench INPUT.ini [--set section.key=value ...]\n"
+      "       mpirun -n N lorabench INPUT.ini ...   /   srun -n N lorabench INPUT.ini ...\n\n"
+      "Fine-tunes the configured Qwen2.5 model and writes outputs/<run>/run.h5.\n"
+      "Every key of the input file can be overridden with --set (same name as section.key).\n\n"
+      "options:\n"
+      "  --set section.key=value   override one key (repeatable)\n"
+      "  --print-config            print the effective configuration and exit\n"
+      "  -h, --help                this text and every input key\n\n"
+      "input keys (docs/input-reference.md):%s",
+      options_help().c_str());
+}
+
+// Intra-op threads for libtorch and the BLAS behind it. OpenBLAS ignores at::set_num_threads and reads
+// OPENBLAS_NUM_THREADS only at load time, so it is set through its own call when present.
+void set_threads(int n) {
+  at::set_num_threads(n);
+  using SetFn = void (*)(int);
+  if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(n);
+}
+
+io::KeyValues provenance(const MpiSession& mpi, const comm::Topology& topo, const RunConfig& cfg, int argc,
+                         char** argv) {
+  io::KeyValues p;
+  std::vector<std::string> args(argv, argv + argc);
+  p.emplace_back("argv", join(args, " "));
+  p.emplace_back("input_file", cfg.input_path);
+  std::set<std::string> hosts;
+  for (const auto& r : topo.ranks) hosts.insert(r.host);
+  p.emplace_back("hosts", join(std::vector<std::string>(hosts.begin(), hosts.end()), ","));
+  p.emplace_back("world_size", std::to_string(topo.world_size));
+  p.emplace_back("node_count", std::to_string(topo.node_count));
+  p.emplace_back("nodes_emulated", topo.emulated ? "true" : "false");
+  p.emplace_back("mpi_library", MpiSession::library_version());
+  p.emplace_back("mpi_thread_level", std::to_string(mpi.thread_level()));
+  unsigned maj = 0, min = 0, rel = 0;
+  H5get_libversion(&maj, &min, &rel);
+  p.emplace_back("hdf5_version", strformat("%u.%u.%u", maj, min, rel));
+  p.emplace_back("libtorch_version", TORCH_VERSION);
+  p.emplace_back("libtorch_config", at::show_config());
+  p.emplace_back("libtorch_parallel", at::get_parallel_info());
+  p.emplace_back("compiler", __VERSION__);
+  p.emplace_back("cpu_model", sys::cpu_model());
+  std::vector<std::string> isa;
+  for (const auto& f : sys::cpu_flags())
+    if (starts_with(f, "avx") || starts_with(f, "amx") || f == "fma") isa.push_back(f);
+  p.emplace_back("cpu_isa", join(isa, " "));
+  p.emplace_back("cpus_online", std::to_string(sys::online_cpus()));
+  p.emplace_back("kernel", sys::kernel_release());
+  p.emplace_back("threads_per_rank", std::to_string(cfg.parallel.threads_per_rank));
+  p.emplace_back("started_utc", sys::utc_now_iso8601());
+  p.emplace_back("slurm_job_id", sys::getenv_or("SLURM_JOB_ID", ""));
+  p.emplace_back("slurm_job_nodelist", sys::getenv_or("SLURM_JOB_NODELIST", ""));
+  p.emplace_back("slurm_tasks_per_node", sys::getenv_or("SLURM_TASKS_PER_NODE", ""));
+  p.emplace_back("slurm_ntasks", sys::getenv_or("SLURM_NTASKS", ""));
+  for (const auto& [k, v] : sys::relevant_environment()) p.emplace_back("env." + k, v);
+  return p;
+}
+
+}  // namespace
+
+int train_main(MpiSession& mpi, int argc, char** argv) {
+  std::string input;
+  std::vector<std::string> sets;
+  bool help = false, print_config = false;
+  po::options_description desc;
+  desc.add_options()("help,h", po::bool_switch(&help))("set", po::value(&sets)->composing())(
+      "print-config", po::bool_switch(&print_config))("input", po::value(&input));
+  po::positional_options_description pos;
+  pos.add("input", 1);
+  try {
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw ConfigError(std::string("command line: ") + e.what() + " (lorabench --help)");
+  }
+  if (help) {
+    if (mpi.rank() == 0) print_train_help();
+    return 0;
+  }
+  if (input.empty()) throw ConfigError("no input file (usage: lorabench INPUT.ini [--set section.key=value ...])");
+
+  // Rank 0 reads the input file; every rank parses the same text.
+  std::string text, err;
+  bool ok = true;
+  if (mpi.rank() == 0) {
+    try {
+      text = read_file(input);
+    } catch (const IoError& e) {
+      ok = false;
+      err = input + ": cannot read the input file (" + e.what() + ")";
+    }
+  }
+  if (!train::broadcast_status(mpi.world(), ok, err)) throw ConfigError(err);
+  text = train::broadcast_string(mpi.world(), text);
+  RunConfig cfg = parse_run_config(input, text, sets);
+  if (cfg.run.name.empty()) cfg.run.name = fs::path(input).stem().string();
+
+  ValidationContext vctx;
+  vctx.world_size = mpi.size();
+  vctx.nccl_built = comm::nccl_built();
+  vctx.cuda_available = comm::cuda_device_count() > 0;
+  validate_run_config(cfg, vctx);
+  if (print_config) {
+    if (mpi.rank() == 0) std::printf("%s", effective_config_table(cfg).c_str());
+    return 0;
+  }
+  log::set_quiet(cfg.run.quiet);
+  metrics::install_memory_counter();
+  set_threads(cfg.parallel.threads_per_rank);
+
+  comm::Topology topo = comm::discover_topology(mpi.world(), cfg.parallel.emulate_nodes, 0);
+  if (cfg.parallel.backend == "nccl")
+    throw ConfigError("parallel.backend: nccl needs CUDA tensors, and this libtorch build is CPU-only");
+  std::unique_ptr<comm::Communicator> comm = comm::make_mpi_communicator(mpi.world());
+
+  // The run directory: rank 0 creates it; an existing run is never silently overwritten.
+  const fs::path run_dir = fs::path(cfg.run.output_dir) / cfg.run.name;
+  const fs::path run_path = run_dir / "run.h5";
+  std::unique_ptr<io::RunFileWriter> run;
+  ok = true;
+  err.clear();
+  if (mpi.rank() == 0) {
+    try {
+      if (fs::exists(run_dir)) {
+        if (!cfg.run.overwrite) {
+          ok = false;
+          err = "run.name: " + run_dir.string() +
+                " already exists (choose another run.name, or --set run.overwrite=true to replace it)";
+        } else {
+          fs::remove_all(run_dir);
+        }
+      }
+      if (ok) {
+        fs::create_directories(run_dir);
+        run = std::make_unique<io::RunFileWriter>(run_path.string(), schema::kKindTrain, cfg.run.name);
+      }
+    } catch (const std::exception& e) {
+      ok = false;
+      err = std::string("run.output_dir: ") + e.what();
+    }
+  }
+  if (!train::broadcast_status(mpi.world(), ok, err)) throw ConfigError(err);
+
+  if (run) {
+    run->write_config(resolved_values(cfg), cfg.input_text, cfg.input_path, cfg.overrides);
+    run->write_provenance(provenance(mpi, topo, cfg, argc, argv));
+    std::vector<io::RankRow> rows;
+    for (const auto& r : topo.ranks)
+      rows.push_back({r.rank, r.host, r.local_rank, r.node, r.pid, cfg.parallel.threads_per_rank, -1});
+    run->write_ranks(rows);
+    run->flush();
+  }
+
+  log::info(strformat("lorabench %s (%s)  %s", program_version(), git_commit(), input.c_str()));
+  log::info("effective configuration:\n" + effective_config_table(cfg));
+  // One line per rank, in rank order.
+  for (int r = 0; r < topo.world_size; ++r) {
+    if (r == topo.rank)
+      log::any(comm::describe_rank(topo) + strformat(" threads %d backend %s", at::get_num_threads(),
+                                                     comm->backend_name().c_str()));
+    LB_MPI_CHECK(MPI_Barrier(mpi.world()));
+  }
+
+  train::TrainEnv env;
+  env.cfg = &cfg;
+  env.world = mpi.world();
+  env.comm = comm.get();
+  env.topo = &topo;
+  env.run = run.get();
+  env.run_dir = run_dir.string();
+  try {
+    return train::run_training(env);
+  } catch (const std::exception& e) {
+    // Rank 0 marks its run file failed before main() aborts the job.
+    if (run) run->set_status(schema::kStatusFailed, e.what());
+    throw;
+  }
+}
+
+}  // namespace lorabench::app

@@ -1,0 +1,186 @@
+#include "lorabench/data/sft_source.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "lorabench/core/error.hpp"
+#include "lorabench/core/log.hpp"
+#include "lorabench/core/strings.hpp"
+#include "lorabench/data/chat_template.hpp"
+#include "lorabench/data/sampler.hpp"
+
+#ifndef LORABENCH_DEFAULT_TOKENIZER
+#error "LORABENCH_DEFAULT_TOKENIZER must be defined by the build (src/data/CMakeLists.txt)"
+#endif
+
+namespace lorabench::data {
+
+namespace {
+
+// Samples as one flat token array: sample i is [begin[i], begin[i+1]) of ids / trained (at most seq_len).
+struct SampleStore {
+  std::vector<TokenId> ids;
+  std::vector<uint8_t> trained;
+  std::vector<int64_t> begin{0};
+
+  int64_t size() const { return int64_t(begin.size()) - 1; }
+  void close_sample() { begin.push_back(int64_t(ids.size())); }
+};
+
+class SftSource final : public BatchSource {
+ public:
+  SftSource(const SftSpec& spec, std::shared_ptr<const Tokenizer> tok)
+      : spec_(spec), tok_(std::move(tok)) {
+    LB_CHECK(spec.seq_len >= 2, "seq_len must be >= 2");
+    LB_CHECK(spec.micro_batch >= 1 && spec.grad_accum >= 1 && spec.world_size >= 1,
+             "micro_batch, grad_accum and world_size must be >= 1");
+    pad_id_ = tok_->token_id("<|endoftext|>");
+    if (pad_id_ < 0) throw IoError(tok_->origin() + ": no <|endoftext|> token to pad with");
+
+    SftRecords recs = load_sft_records(spec.path, spec.format, spec.on_bad_record);
+    format_ = recs.format;
+    skipped_ = recs.skipped;
+    problems_ = recs.problems;
+    for (const auto& p : problems_) log::info("data: skipped bad record " + p);
+    examples_ = int64_t(recs.records.size());
+
+    const size_t seq = size_t(spec.seq_len);
+    for (const auto& r : recs.records) {
+      EncodedExample ex = encode_chat(*tok_, r.messages);
+      total_tokens_ += int64_t(ex.ids.size());
+      if (ex.ids.size() > seq) {
+        ++truncated_;
+        ex.ids.resize(seq);
+        ex.trained.resize(seq);
+      }
+      // Position 0 is never a target (the loss at t predicts t+1), so look from 1.
+      if (ex.trained.size() < 2 || std::find(ex.trained.begin() + 1, ex.trained.end(), uint8_t(1)) == ex.trained.end())
+        ++no_loss_;
+      store_.ids.insert(store_.ids.end(), ex.ids.begin(), ex.ids.end());
+      store_.trained.insert(store_.trained.end(), ex.trained.begin(), ex.trained.end());
+      if (!spec.pack) store_.close_sample();
+    }
+    kept_tokens_ = int64_t(store_.ids.size());
+    if (spec.pack) {
+      for (int64_t b = int64_t(seq); b < kept_tokens_; b += int64_t(seq)) store_.begin.push_back(b);
+      store_.close_sample();
+    }
+    if (truncated_ > 0) {
+      log::info(strformat("data: %lld of %lld examples are longer than seq_len %d and were truncated",
+                          static_cast<long long>(truncated_), static_cast<long long>(examples_), spec.seq_len));
+    }
+    if (no_loss_ > 0) {
+      log::info(strformat("data: %lld examples have no trained token within seq_len %d (prompt too long)",
+                          static_cast<long long>(no_loss_), spec.seq_len));
+    }
+    sampler_ = std::make_unique<EpochSampler>(store_.size(), spec.shuffle, spec.seed);
+  }
+
+  Batch micro_batch(int64_t step, int micro, int rank) override {
+    LB_CHECK(step >= 0 && micro >= 0 && micro < spec_.grad_accum && rank >= 0 && rank < spec_.world_size,
+             strformat("micro_batch(step %lld, micro %d, rank %d) outside grad_accum %d x world %d",
+                       static_cast<long long>(step), micro, rank, spec_.grad_accum, spec_.world_size));
+    Batch b;
+    b.batch = spec_.micro_batch;
+    b.seq = spec_.seq_len;
+    const size_t seq = size_t(b.seq);
+    b.ids.assign(size_t(b.batch) * seq, pad_id_);
+    b.labels.assign(size_t(b.batch) * seq, kIgnoreIndex);
+    for (int row = 0; row < b.batch; ++row) {
+      int64_t g = global_sample_index(step, micro, rank, row, spec_.micro_batch, spec_.grad_accum, spec_.world_size);
+      b.sample_index.push_back(g);
+      int64_t s = sampler_->sample(g);
+      size_t begin = size_t(store_.begin[size_t(s)]);
+      size_t len = size_t(store_.begin[size_t(s) + 1]) - begin;
+      int64_t* ids = b.ids.data() + size_t(row) * seq;
+      int64_t* labels = b.labels.data() + size_t(row) * seq;
+      for (size_t t = 0; t < len; ++t) {
+        ids[t] = store_.ids[begin + t];
+        if (store_.trained[begin + t]) labels[t] = ids[t];
+      }
+      b.real_tokens += int64_t(len);
+      for (size_t t = 1; t < seq; ++t) b.loss_tokens += labels[t] != kIgnoreIndex;
+    }
+    return b;
+  }
+
+  std::string describe() const override {
+    std::string s = strformat("sft %s %s: %lld examples -> %lld %s samples of seq %d, %lld tokens", sft_format_name(format_),
+                              spec_.path.c_str(), static_cast<long long>(examples_),
+                              static_cast<long long>(store_.size()), spec_.pack ? "packed" : "padded", spec_.seq_len,
+                              static_cast<long long>(kept_tokens_));
+    if (truncated_ > 0) {
+      s += strformat(" (%lld truncated examples, %lld tokens before truncation)", static_cast<long long>(truncated_),
+                     static_cast<long long>(total_tokens_));
+    }
+    s += strformat(", %s, seed %llu, tokenizer %s", spec_.shuffle ? "shuffled per epoch" : "in file order",
+                   static_cast<unsigned long long>(spec_.seed), tok_->origin().c_str());
+    if (skipped_ > 0) {
+      s += strformat("; %lld bad records skipped (first: %s)", static_cast<long long>(skipped_),
+                     problems_.front().c_str());
+    }
+    return s;
+  }
+
+  int64_t epoch_size() const override { return store_.size(); }
+  int64_t skipped_records() const override { return skipped_; }
+
+ private:
+  SftSpec spec_;
+  std::shared_ptr<const Tokenizer> tok_;
+  TokenId pad_id_ = -1;
+  SftFormat format_ = SftFormat::kAuto;
+  int64_t skipped_ = 0;
+  std::vector<std::string> problems_;
+  int64_t examples_ = 0, truncated_ = 0, no_loss_ = 0, total_tokens_ = 0, kept_tokens_ = 0;
+  SampleStore store_;
+  std::unique_ptr<EpochSampler> sampler_;
+};
+
+}  // namespace
+
+std::unique_ptr<BatchSource> make_sft_source(const SftSpec& spec, std::shared_ptr<const Tokenizer> tokenizer) {
+  LB_CHECK(tokenizer != nullptr, "make_sft_source needs a tokenizer");
+  return std::make_unique<SftSource>(spec, std::move(tokenizer));
+}
+
+std::unique_ptr<BatchSource> make_sft_source(const SftSpec& spec) {
+  auto tok = std::make_shared<const Tokenizer>(Tokenizer::from_file(spec.tokenizer_path));
+  return make_sft_source(spec, std::move(tok));
+}
+
+SftSpec sft_spec_from_config(const RunConfig& cfg, int world_size) {
+  SftSpec s;
+  s.path = cfg.data.path;
+  s.format = parse_sft_format(cfg.data.format);
+  s.tokenizer_path = resolve_tokenizer_path(cfg);
+  s.seq_len = cfg.data.seq_len;
+  s.pack = cfg.data.pack;
+  s.shuffle = cfg.data.shuffle;
+  s.on_bad_record = parse_bad_record_policy(cfg.data.on_bad_record);
+  s.seed = cfg.run.seed;
+  s.micro_batch = cfg.train.micro_batch;
+  s.grad_accum = cfg.train.grad_accum;
+  s.world_size = world_size;
+  return s;
+}
+
+const char* default_tokenizer_path() { return LORABENCH_DEFAULT_TOKENIZER; }
+
+std::string resolve_tokenizer_path(const RunConfig& cfg) {
+  if (!cfg.data.tokenizer.empty()) return cfg.data.tokenizer;
+  if (!cfg.model.path.empty()) {
+    std::string dir = cfg.model.path;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    return dir + "/tokenizer.json";
+  }
+  const char* env = std::getenv("LORABENCH_DATA_DIR");
+  if (env && *env) {
+    std::string dir = env;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+    return dir + "/qwen2.5/tokenizer.json";
+  }
+  return default_tokenizer_path();
+}
+
+}  // namespace lorabench::data

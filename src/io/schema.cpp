@@ -1,0 +1,108 @@
+#include "lorabench/io/schema.hpp"
+
+namespace lorabench::schema {
+
+const std::vector<h5::Column>& rank_columns() {
+  static const std::vector<h5::Column> cols = {
+      {"rank", true}, {"local_rank", true}, {"node", true}, {"pid", true}, {"threads", true}, {"cuda_device", true}};
+  return cols;
+}
+
+const std::vector<StepColumnInfo>& step_columns() {
+  static const std::vector<StepColumnInfo> cols = {
+      {"trial", true, "", "trial index (run.repeat)"},
+      {"step", true, "", "optimizer step, from 0"},
+      {"rank", true, "", "rank that measured the row"},
+      {"loss", false, "nats", "mean causal-LM loss over the global batch's counted tokens"},
+      {"lr", false, "", "learning rate applied at this step"},
+      {"grad_norm", false, "", "global L2 norm of the trainable gradients before clipping"},
+      {"clipped", true, "", "1 when the gradients were scaled down by train.max_grad_norm"},
+      {"tokens", true, "tokens", "real (non-padding) tokens this rank processed in the step"},
+      {"loss_tokens", true, "tokens", "tokens of this rank that carried loss"},
+      {"step_s", false, "s", "wall time of the whole step on this rank"},
+      {"data_s", false, "s", "building the micro-batches"},
+      {"forward_s", false, "s", "forward passes, including the LM head and loss"},
+      {"backward_s", false, "s", "backward passes (compute; waits for communication excluded)"},
+      {"comm_exposed_s", false, "s", "time blocked waiting for communication that compute did not hide"},
+      {"optimizer_s", false, "s", "gradient norm, clipping and the optimizer update (waits excluded)"},
+      {"tokens_per_s", false, "tokens/s", "tokens / step_s on this rank"},
+      {"flops", false, "FLOP", "model FLOPs of this rank's step (LoRA-aware formula, docs/metrics.md)"},
+      {"mfu", false, "", "flops / step_s / peak FLOP/s of this rank"},
+      {"mem_current_bytes", true, "B", "tensor memory held at the end of the step"},
+      {"mem_peak_bytes", true, "B", "peak tensor memory during the step"},
+      {"rss_peak_bytes", true, "B", "peak resident set size during the step (VmHWM, reset each step)"},
+      {"bytes_all_reduce", true, "B", "payload bytes this rank passed to all_reduce in the step"},
+      {"bytes_reduce_scatter", true, "B", "payload bytes passed to reduce_scatter"},
+      {"bytes_all_gather", true, "B", "payload bytes passed to all_gather"},
+      {"bytes_broadcast", true, "B", "payload bytes passed to broadcast"},
+      {"bytes_all_to_all", true, "B", "payload bytes passed to all_to_all"},
+  };
+  return cols;
+}
+
+std::vector<h5::Column> step_table_columns() {
+  std::vector<h5::Column> out;
+  for (const auto& c : step_columns()) out.push_back({c.name, c.integer});
+  return out;
+}
+
+const std::vector<std::pair<const char*, const char*>>& summary_attributes() {
+  static const std::vector<std::pair<const char*, const char*>> attrs = {
+      {"strategy", "parallel.strategy"},
+      {"world_size", "ranks in the job"},
+      {"micro_batch", "sequences per rank per micro-step"},
+      {"grad_accum", "micro-steps per optimizer step"},
+      {"global_batch_size", "micro_batch x grad_accum x world_size"},
+      {"seq_len", "tokens per sequence"},
+      {"dtype", "model.dtype"},
+      {"total_params", "parameters of the model (adapters included)"},
+      {"trainable_params", "parameters the optimizer updates"},
+      {"trainable_ratio", "trainable_params / total_params"},
+      {"trials", "run.repeat"},
+      {"measured_steps", "steps per trial in the means (warm-up excluded)"},
+      {"step_time_mean_s", "mean over trials of the per-trial mean step time (max over ranks per step)"},
+      {"step_time_std_s", "standard deviation of the per-trial means (0 with one trial)"},
+      {"step_time_median_s", "median over measured steps of the max-over-ranks step time"},
+      {"tokens_per_s_mean", "mean over trials of the global tokens/s"},
+      {"tokens_per_s_std", "standard deviation over trials"},
+      {"loss_first", "loss at step 0 of the first trial"},
+      {"loss_last", "loss at the last step of the first trial"},
+      {"mem_peak_bytes_max", "largest per-rank peak tensor memory"},
+      {"rss_peak_bytes_max", "largest per-rank peak RSS"},
+      {"flops_per_step", "model FLOPs of one optimizer step over all ranks"},
+      {"peak_flops_per_rank", "peak FLOP/s per rank used for MFU"},
+      {"peak_flops_source", "\"measured\" (GEMM calibration) or \"config\""},
+      {"mfu_mean", "mean MFU over measured steps"},
+  };
+  return attrs;
+}
+
+const std::vector<CommColumnInfo>& comm_result_columns() {
+  static const std::vector<CommColumnInfo> cols = {
+      {"op", true, "", "collective: index into /comm/op_names (0 all_reduce, 1 all_gather, 2 reduce_scatter, "
+                       "3 broadcast, 4 all_to_all)"},
+      {"dtype", true, "", "element type: index into /comm/dtype_names (0 fp32, 1 bf16, 2 fp16, 3 int32, 4 int64)"},
+      {"bytes", true, "B", "nccl-tests' size: the larger buffer of one call"},
+      {"count", true, "elements", "bytes / element size"},
+      {"time_avg_s", false, "s", "seconds per call through the Communicator: per-rank mean, averaged over ranks"},
+      {"time_min_s", false, "s", "smallest per-rank mean"},
+      {"time_max_s", false, "s", "largest per-rank mean"},
+      {"algbw_GBps", false, "GB/s", "bytes / time_avg_s / 1e9"},
+      {"busbw_GBps", false, "GB/s", "algbw x the op's bus factor (nccl-tests)"},
+      {"raw_mpi_time_s", false, "s", "seconds per call of the blocking MPI call (MPI_Allreduce, ...) on host memory"},
+      {"raw_mpi_busbw_GBps", false, "GB/s", "bus bandwidth of the raw MPI call"},
+      {"memcpy_time_s", false, "s", "seconds per memcpy of `bytes` (device: cudaMemcpy D2D), all ranks at once"},
+      {"memcpy_GBps", false, "GB/s", "bytes / memcpy_time_s / 1e9"},
+      {"check_passed", true, "", "1 result equals the closed form on every rank, 0 it does not, -1 not checked"},
+      {"wrong", true, "elements", "elements that differ from the closed form, summed over ranks"},
+  };
+  return cols;
+}
+
+std::vector<h5::Column> comm_result_table_columns() {
+  std::vector<h5::Column> out;
+  for (const auto& c : comm_result_columns()) out.push_back({c.name, c.integer});
+  return out;
+}
+
+}  // namespace lorabench::schema

@@ -1,0 +1,189 @@
+#include "lorabench/lora/adapter.hpp"
+
+#include <ATen/ATen.h>
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "lorabench/core/error.hpp"
+#include "lorabench/core/strings.hpp"
+#include "lorabench/io/safetensors.hpp"
+#include "lorabench/model/weights.hpp"
+
+namespace fs = std::filesystem;
+
+namespace lorabench::lora {
+
+namespace {
+
+const char* kModuleNames[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+
+at::Tensor view_of(const at::Tensor& flat, const model::Slot& s) {
+  return flat.narrow(0, s.offset, s.numel).view(s.shape);
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  if (!out) throw IoError(path + ": write failed");
+}
+
+}  // namespace
+
+AdapterConfig read_adapter_config(const std::string& dir) {
+  const std::string path = (fs::path(dir) / "adapter_config.json").string();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(read_file(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw IoError(path + ": not valid JSON: " + e.what());
+  }
+  auto need = [&](const char* key) -> const nlohmann::json& {
+    if (!j.contains(key)) throw IoError(path + ": missing key \"" + key + "\"");
+    return j[key];
+  };
+  if (j.value("peft_type", "LORA") != "LORA") throw IoError(path + ": peft_type is not LORA");
+  if (j.value("use_dora", false)) throw IoError(path + ": use_dora = true is not supported");
+  if (j.value("bias", "none") != "none") throw IoError(path + ": bias = " + j["bias"].dump() + " is not supported");
+  for (const char* k : {"rank_pattern", "alpha_pattern"})
+    if (j.contains(k) && j[k].is_object() && !j[k].empty())
+      throw IoError(path + ": " + k + " is not supported (one r and alpha for every module)");
+  AdapterConfig c;
+  if (!need("r").is_number_integer()) throw IoError(path + ": \"r\" is not an integer");
+  c.r = need("r").get<int>();
+  if (!need("lora_alpha").is_number()) throw IoError(path + ": \"lora_alpha\" is not a number");
+  c.alpha = need("lora_alpha").get<double>();
+  c.dropout = j.value("lora_dropout", 0.0);
+  c.rslora = j.value("use_rslora", false);
+  c.base_model = j.contains("base_model_name_or_path") && j["base_model_name_or_path"].is_string()
+                     ? j["base_model_name_or_path"].get<std::string>()
+                     : "";
+  const auto& tm = need("target_modules");
+  std::vector<std::string> mods;
+  if (tm.is_string()) {
+    mods.push_back(tm.get<std::string>());
+  } else if (tm.is_array()) {
+    for (const auto& x : tm) mods.push_back(x.get<std::string>());
+  } else {
+    throw IoError(path + ": target_modules must be a list");
+  }
+  for (int i = 0; i < model::kNumProj; ++i) {
+    for (const auto& mname : mods) {
+      if (mname == kModuleNames[i]) c.targets.push_back(model::proj_short_name(static_cast<model::Proj>(i)));
+    }
+  }
+  for (const auto& mname : mods) {
+    bool known = false;
+    for (const char* k : kModuleNames) known = known || mname == k;
+    if (!known) throw IoError(path + ": target module \"" + mname + "\" is not one of q/k/v/o/gate/up/down_proj");
+  }
+  return c;
+}
+
+model::LoraSpec lora_spec_of(const AdapterConfig& c) {
+  return model::make_lora_spec(true, c.r, c.alpha, c.dropout, c.rslora, c.targets);
+}
+
+void load_adapter(const std::string& dir, const model::ModelLayout& m, std::vector<at::Tensor>& flats) {
+  AdapterConfig c = read_adapter_config(dir);
+  std::vector<std::string> diffs;
+  if (!m.lora.enabled) diffs.push_back("lora.enabled is false but an adapter was given");
+  if (c.r != m.lora.r) diffs.push_back(strformat("r: adapter %d, config %d", c.r, m.lora.r));
+  if (c.alpha != m.lora.alpha) diffs.push_back(strformat("alpha: adapter %g, config %g", c.alpha, m.lora.alpha));
+  if (c.rslora != m.lora.rslora)
+    diffs.push_back(std::string("rslora: adapter ") + (c.rslora ? "true" : "false") + ", config " +
+                    (m.lora.rslora ? "true" : "false"));
+  std::vector<std::string> want = m.lora.target_names();
+  if (c.targets != want) diffs.push_back("targets: adapter " + join(c.targets, ",") + ", config " + join(want, ","));
+  if (!diffs.empty()) throw ConfigError(dir + ": adapter does not match the configuration:\n  " + join(diffs, "\n  "));
+
+  io::SafeTensorsFile f((fs::path(dir) / "adapter_model.safetensors").string());
+  std::set<std::string> expected;
+  for (size_t u = 0; u < m.units.size(); ++u) {
+    for (const auto& s : m.units[u].trainable) {
+      expected.insert(s.name);
+      const io::SafeTensorInfo& t = f.require(s.name, s.shape);
+      view_of(flats[u], s).copy_(model::read_tensor(f, t, at::kFloat));
+    }
+  }
+  for (const auto& t : f.tensors())
+    if (!expected.count(t.name)) throw IoError(f.path() + ": unexpected tensor " + t.name);
+}
+
+void save_adapter(const std::string& dir, const model::ModelLayout& m, const std::vector<at::Tensor>& flats,
+                  const std::string& base_model) {
+  LB_CHECK(m.lora.enabled, "save_adapter needs LoRA");
+  fs::create_directories(dir);
+  std::vector<at::Tensor> keep;
+  std::vector<io::TensorToWrite> tensors;
+  for (size_t u = 0; u < m.units.size(); ++u) {
+    for (const auto& s : m.units[u].trainable) {
+      at::Tensor t = view_of(flats[u], s).to(at::kFloat).contiguous();
+      keep.push_back(t);
+      tensors.push_back({s.name, "F32", s.shape, t.data_ptr()});
+    }
+  }
+  io::write_safetensors((fs::path(dir) / "adapter_model.safetensors").string(), tensors, {{"format", "pt"}});
+  nlohmann::ordered_json j;
+  j["alpha_pattern"] = nlohmann::json::object();
+  j["auto_mapping"] = nullptr;
+  j["base_model_name_or_path"] = base_model;
+  j["bias"] = "none";
+  j["fan_in_fan_out"] = false;
+  j["inference_mode"] = true;
+  j["init_lora_weights"] = true;
+  j["layers_pattern"] = nullptr;
+  j["layers_to_transform"] = nullptr;
+  j["lora_alpha"] = m.lora.alpha;
+  j["lora_dropout"] = m.lora.dropout;
+  j["modules_to_save"] = nullptr;
+  j["peft_type"] = "LORA";
+  j["r"] = m.lora.r;
+  j["rank_pattern"] = nlohmann::json::object();
+  j["revision"] = nullptr;
+  std::vector<std::string> mods;
+  for (int i = 0; i < model::kNumProj; ++i)
+    if (m.lora.target[i]) mods.push_back(kModuleNames[i]);
+  j["target_modules"] = mods;
+  j["task_type"] = "CAUSAL_LM";
+  j["use_dora"] = false;
+  j["use_rslora"] = m.lora.rslora;
+  write_text((fs::path(dir) / "adapter_config.json").string(), j.dump(2) + "\n");
+}
+
+void save_merged(const std::string& dir, const model::ModelLayout& m, const std::vector<at::Tensor>& compute,
+                 const std::vector<at::Tensor>& trainable, at::ScalarType dtype) {
+  fs::create_directories(dir);
+  const double s = m.lora.scaling();
+  std::vector<at::Tensor> keep;
+  std::vector<io::TensorToWrite> tensors;
+  const std::string st_dtype = model::safetensors_dtype(dtype);
+  for (size_t u = 0; u < m.units.size(); ++u) {
+    const model::UnitLayout& unit = m.units[u];
+    for (const auto& slot : unit.compute) {
+      at::Tensor w = view_of(compute[u], slot).to(at::kFloat);
+      if (m.lora.enabled && unit.kind == model::UnitKind::kLayer) {
+        for (int i = 0; i < model::kNumProj; ++i) {
+          auto p = static_cast<model::Proj>(i);
+          if (!m.lora.targets(p)) continue;
+          if (slot.name != model::layer_tensor_name(unit.layer, std::string(model::proj_module_path(p)) + ".weight"))
+            continue;
+          at::Tensor a = view_of(trainable[u], *unit.find_trainable(model::lora_tensor_name(unit.layer, p, true)));
+          at::Tensor b = view_of(trainable[u], *unit.find_trainable(model::lora_tensor_name(unit.layer, p, false)));
+          w = w + at::mm(b, a) * s;
+        }
+      }
+      at::Tensor out = w.to(dtype).contiguous();
+      keep.push_back(out);
+      tensors.push_back({slot.name, st_dtype, slot.shape, out.data_ptr()});
+    }
+  }
+  io::write_safetensors((fs::path(dir) / "model.safetensors").string(), tensors, {{"format", "pt"}});
+  write_text((fs::path(dir) / "config.json").string(),
+             model::hf_config_json(m.shape, dtype == at::kBFloat16 ? "bfloat16" : "float32"));
+}
+
+}  // namespace lorabench::lora

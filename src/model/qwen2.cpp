@@ -1,0 +1,469 @@
+#include "lorabench/model/qwen2.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
+#include <limits>
+
+#include "lorabench/core/error.hpp"
+
+namespace lorabench::model {
+
+namespace {
+
+at::Tensor slot_view(const at::Tensor& flat, const Slot& s) { return flat.narrow(0, s.offset, s.numel).view(s.shape); }
+
+// A view of `rows` x `cols` starting at a slot's offset (for packed groups such as q|k|v).
+at::Tensor packed_view(const at::Tensor& flat, const Slot& first, int64_t rows, int64_t cols) {
+  return flat.narrow(0, first.offset, rows * cols).view({rows, cols});
+}
+
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Inverted-dropout multiplier (0 or 1/(1-p)) of the adapter input, regenerated from its key.
+at::Tensor dropout_multiplier(const LayerContext& ctx, Proj p, int64_t rows, int64_t cols) {
+  const double prob = ctx.model->lora.dropout;
+  uint64_t seed = mix(ctx.dropout.seed ^ mix(uint64_t(ctx.layer) * 131 + uint64_t(p) + 1));
+  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  at::Tensor keep = at::empty({rows, cols}, at::kFloat).bernoulli_(1.0 - prob, gen);
+  return keep.mul_(1.0 / (1.0 - prob));
+}
+
+bool use_dropout(const LayerContext& ctx) { return ctx.dropout.active && ctx.model->lora.dropout > 0; }
+
+// The projections that read the same input, in packed order.
+struct Group {
+  Proj members[3];
+  int n;
+};
+constexpr Group kQkv{{Proj::kQ, Proj::kK, Proj::kV}, 3};
+constexpr Group kGateUp{{Proj::kGate, Proj::kUp, Proj::kQ}, 2};
+constexpr Group kOnlyO{{Proj::kO, Proj::kQ, Proj::kQ}, 1};
+constexpr Group kOnlyDown{{Proj::kDown, Proj::kQ, Proj::kQ}, 1};
+
+// Column range of projection p inside its group's fused output.
+std::pair<int64_t, int64_t> out_range(const ModelShape& s, Proj p) {
+  switch (p) {
+    case Proj::kQ: return {0, s.q_dim()};
+    case Proj::kK: return {s.q_dim(), s.kv_dim()};
+    case Proj::kV: return {s.q_dim() + s.kv_dim(), s.kv_dim()};
+    case Proj::kGate: return {0, s.intermediate};
+    case Proj::kUp: return {s.intermediate, s.intermediate};
+    case Proj::kO:
+    case Proj::kDown: return {0, s.hidden};
+  }
+  return {0, 0};
+}
+
+// out += scaling * B(A(dropout(x))) for the group's adapters. `packed_a` is the group's packed A (or
+// undefined). Keeps dropout(x) A^T of each adapter in cache->la when cache is given.
+void lora_forward(const LayerContext& ctx, const LayerWeights& w, const Group& grp, const at::Tensor& packed_a,
+                  const at::Tensor& x, at::Tensor& out, LayerCache* cache) {
+  const LoraSpec& lora = ctx.model->lora;
+  if (!lora.enabled) return;
+  bool any = false;
+  for (int i = 0; i < grp.n; ++i) any = any || lora.targets(grp.members[i]);
+  if (!any) return;
+  const double s = lora.scaling();
+  const int64_t r = lora.r;
+  at::Tensor xf = x.to(at::kFloat);  // PEFT casts the input to the adapter dtype (fp32)
+  at::Tensor la_packed;
+  if (!use_dropout(ctx) && packed_a.defined()) la_packed = at::mm(xf, packed_a.t());  // (N, n*r)
+  int j = 0;
+  for (int i = 0; i < grp.n; ++i) {
+    Proj p = grp.members[i];
+    if (!lora.targets(p)) continue;
+    const LoraPair& lp = w.lora[static_cast<int>(p)];
+    at::Tensor la;
+    if (la_packed.defined()) {
+      la = la_packed.narrow(1, j * r, r);
+    } else {
+      at::Tensor xin = use_dropout(ctx) ? xf * dropout_multiplier(ctx, p, xf.size(0), xf.size(1)) : xf;
+      la = at::mm(xin, lp.a.t());
+    }
+    ++j;
+    auto [c0, cn] = out_range(ctx.model->shape, p);
+    out.narrow(1, c0, cn).add_(at::mm(la, lp.b.t()), s);
+    if (cache) cache->la[static_cast<int>(p)] = la;
+  }
+}
+
+// Backward of lora_forward: accumulates dA, dB and adds the input gradient into dx.
+void lora_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGrads& g, const Group& grp,
+                   const at::Tensor& packed_a, const at::Tensor& packed_ga, const at::Tensor& x,
+                   const at::Tensor& dout, const LayerCache& cache, at::Tensor& dx) {
+  const LoraSpec& lora = ctx.model->lora;
+  if (!lora.enabled) return;
+  bool any = false;
+  for (int i = 0; i < grp.n; ++i) any = any || lora.targets(grp.members[i]);
+  if (!any) return;
+  const double s = lora.scaling();
+  const int64_t r = lora.r;
+  const bool packed = !use_dropout(ctx) && packed_a.defined();
+  at::Tensor xf = x.to(at::kFloat);
+  std::vector<at::Tensor> dla_parts;
+  at::Tensor dxf;
+  for (int i = 0; i < grp.n; ++i) {
+    Proj p = grp.members[i];
+    if (!lora.targets(p)) continue;
+    const int pi = static_cast<int>(p);
+    auto [c0, cn] = out_range(ctx.model->shape, p);
+    at::Tensor dof = dout.narrow(1, c0, cn).to(at::kFloat);  // (N, out)
+    g.lora[pi].b.add_(at::mm(dof.t(), cache.la[pi]), s);       // (out, r)
+    at::Tensor dla = at::mm(dof, w.lora[pi].b).mul_(s);         // (N, r)
+    if (packed) {
+      dla_parts.push_back(dla);
+      continue;
+    }
+    at::Tensor mult;
+    at::Tensor xin = xf;
+    if (use_dropout(ctx)) {
+      mult = dropout_multiplier(ctx, p, xf.size(0), xf.size(1));
+      xin = xf * mult;
+    }
+    g.lora[pi].a.add_(at::mm(dla.t(), xin));                    // (r, in)
+    at::Tensor d = at::mm(dla, w.lora[pi].a);                    // (N, in)
+    if (mult.defined()) d.mul_(mult);
+    dxf = dxf.defined() ? dxf.add_(d) : d;
+  }
+  if (packed) {
+    at::Tensor dla = dla_parts.size() == 1 ? dla_parts[0] : at::cat(dla_parts, 1);  // (N, n*r)
+    packed_ga.add_(at::mm(dla.t(), xf));
+    dxf = at::mm(dla, packed_a);
+  }
+  (void)r;
+  dx.add_(dxf);
+}
+
+// Rotary embedding in fp32 on (B, T, heads, d): out1 = x1 c - x2 s, out2 = x2 c + x1 s.
+at::Tensor rope_apply(const at::Tensor& x, const Rope& rope, bool inverse) {
+  const int64_t half = x.size(-1) / 2;
+  at::Tensor xf = x.to(at::kFloat);
+  at::Tensor x1 = xf.narrow(-1, 0, half), x2 = xf.narrow(-1, half, half);
+  at::Tensor c = rope.cos.view({1, rope.seq, 1, half});
+  at::Tensor s = rope.sin.view({1, rope.seq, 1, half});
+  if (inverse) s = -s;  // the transpose of a rotation is the rotation by the negative angle
+  at::Tensor o1 = x1 * c - x2 * s;
+  at::Tensor o2 = x2 * c + x1 * s;
+  return at::cat({o1, o2}, -1).to(x.scalar_type());
+}
+
+at::Tensor causal_mask(int64_t groups, int64_t seq) {
+  // Row g*T + t may attend to columns j <= t.
+  at::Tensor t = at::arange(seq, at::kLong).repeat({groups}).view({groups * seq, 1});
+  at::Tensor j = at::arange(seq, at::kLong).view({1, seq});
+  return j.gt(t);  // true = masked
+}
+
+void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tensor& x, LayerCache& c,
+                  at::Tensor* y_out) {
+  const ModelShape& s = ctx.model->shape;
+  const int64_t B = ctx.batch, T = ctx.seq, N = B * T;
+  const int64_t H = s.heads, K = s.kv_heads, G = H / K, d = s.head_dim;
+  const auto dt = x.scalar_type();
+
+  c.x = x;
+  c.h1 = rmsnorm_forward(x, w.ln1, s.rms_eps, &c.rstd1);
+  at::Tensor qkv = at::addmm(w.b_qkv, c.h1, w.w_qkv.t());  // (N, (H+2K)d)
+  lora_forward(ctx, w, kQkv, w.a_qkv, c.h1, qkv, &c);
+
+  at::Tensor q = rope_apply(qkv.narrow(1, 0, H * d).view({B, T, H, d}), *ctx.rope, false);
+  at::Tensor k = rope_apply(qkv.narrow(1, H * d, K * d).view({B, T, K, d}), *ctx.rope, false);
+  at::Tensor v = qkv.narrow(1, (H + K) * d, K * d).view({B, T, K, d});
+  c.q = q.view({B, T, K, G, d}).permute({0, 2, 3, 1, 4}).reshape({B, K, G * T, d});
+  c.k = k.permute({0, 2, 1, 3}).contiguous();  // (B, K, T, d)
+  c.v = v.permute({0, 2, 1, 3}).contiguous();
+
+  const double scale = 1.0 / std::sqrt(double(d));
+  at::Tensor scores = at::matmul(c.q, c.k.transpose(-1, -2)).to(at::kFloat).mul_(scale);  // (B, K, GT, T)
+  scores.masked_fill_(ctx.rope->mask, -std::numeric_limits<float>::infinity());
+  c.p = at::softmax(scores, -1);
+  at::Tensor o = at::matmul(c.p.to(dt), c.v);  // (B, K, GT, d)
+  c.attn = o.view({B, K, G, T, d}).permute({0, 3, 1, 2, 4}).reshape({N, H * d});
+
+  at::Tensor ao = at::mm(c.attn, w.w_o.t());
+  lora_forward(ctx, w, kOnlyO, w.lora[int(Proj::kO)].a, c.attn, ao, &c);
+  c.x2 = x + ao;
+
+  c.h2 = rmsnorm_forward(c.x2, w.ln2, s.rms_eps, &c.rstd2);
+  c.gu = at::mm(c.h2, w.w_gu.t());  // (N, 2I)
+  lora_forward(ctx, w, kGateUp, w.a_gu, c.h2, c.gu, &c);
+  const int64_t I = s.intermediate;
+  at::Tensor gf = c.gu.narrow(1, 0, I).to(at::kFloat);
+  at::Tensor a = (at::silu(gf) * c.gu.narrow(1, I, I).to(at::kFloat)).to(dt);
+  at::Tensor dn = at::mm(a, w.w_down.t());
+  lora_forward(ctx, w, kOnlyDown, w.lora[int(Proj::kDown)].a, a, dn, &c);
+  c.full = true;
+  if (y_out) *y_out = c.x2 + dn;
+}
+
+}  // namespace
+
+Rope make_rope(const ModelShape& s, int64_t seq) {
+  Rope r;
+  r.seq = seq;
+  const int64_t d = s.head_dim;
+  // transformers: inv_freq = 1 / theta ** (arange(0, d, 2).float() / d); freqs = positions x inv_freq.
+  at::Tensor exps = at::arange(0, d, 2, at::kLong).to(at::kFloat) / double(d);
+  at::Tensor inv = at::pow(s.rope_theta, exps).reciprocal();
+  at::Tensor pos = at::arange(seq, at::kLong).to(at::kFloat);
+  at::Tensor f = at::outer(pos, inv);  // (T, d/2)
+  r.cos = f.cos().contiguous();
+  r.sin = f.sin().contiguous();
+  r.mask = causal_mask(s.heads / s.kv_heads, seq);
+  return r;
+}
+
+namespace {
+
+// The adapters of a layer inside a flat buffer with the trainable layout (parameters or gradients).
+void bind_lora(const ModelLayout& m, const UnitLayout& u, const at::Tensor& flat, LoraPair* pairs, at::Tensor* a_qkv,
+               at::Tensor* a_gu) {
+  const ModelShape& s = m.shape;
+  const int64_t r = m.lora.r;
+  for (int i = 0; i < kNumProj; ++i) {
+    Proj p = static_cast<Proj>(i);
+    if (!m.lora.targets(p)) continue;
+    pairs[i].a = slot_view(flat, *u.find_trainable(lora_tensor_name(u.layer, p, true)));
+    pairs[i].b = slot_view(flat, *u.find_trainable(lora_tensor_name(u.layer, p, false)));
+  }
+  auto packed_a = [&](const Group& grp, int64_t in) {
+    int count = 0;
+    const Slot* first = nullptr;
+    for (int i = 0; i < grp.n; ++i) {
+      if (!m.lora.targets(grp.members[i])) continue;
+      if (!first) first = u.find_trainable(lora_tensor_name(u.layer, grp.members[i], true));
+      ++count;
+    }
+    return first ? packed_view(flat, *first, count * r, in) : at::Tensor();
+  };
+  *a_qkv = packed_a(kQkv, s.hidden);
+  *a_gu = packed_a(kGateUp, s.hidden);
+}
+
+}  // namespace
+
+LayerWeights bind_layer_weights(const ModelLayout& m, const UnitLayout& u, const at::Tensor& compute_flat,
+                                const at::Tensor& trainable_flat) {
+  const ModelShape& s = m.shape;
+  LayerWeights w;
+  auto n = [&](const char* suffix) { return layer_tensor_name(u.layer, suffix); };
+  w.ln1 = slot_view(compute_flat, u.compute_slot(n("input_layernorm.weight")));
+  w.w_qkv = packed_view(compute_flat, u.compute_slot(n("self_attn.q_proj.weight")), s.q_dim() + 2 * s.kv_dim(), s.hidden);
+  w.b_qkv = compute_flat.narrow(0, u.compute_slot(n("self_attn.q_proj.bias")).offset, s.q_dim() + 2 * s.kv_dim());
+  w.w_o = slot_view(compute_flat, u.compute_slot(n("self_attn.o_proj.weight")));
+  w.ln2 = slot_view(compute_flat, u.compute_slot(n("post_attention_layernorm.weight")));
+  w.w_gu = packed_view(compute_flat, u.compute_slot(n("mlp.gate_proj.weight")), 2 * s.intermediate, s.hidden);
+  w.w_down = slot_view(compute_flat, u.compute_slot(n("mlp.down_proj.weight")));
+  if (m.lora.enabled) bind_lora(m, u, trainable_flat, w.lora, &w.a_qkv, &w.a_gu);
+  return w;
+}
+
+LayerGrads bind_layer_grads(const ModelLayout& m, const UnitLayout& u, const at::Tensor& grad_flat) {
+  LayerGrads g;
+  if (m.full_finetune) {
+    // The gradient buffer has the compute layout, so the weights' binding gives the gradients' views.
+    LayerWeights w = bind_layer_weights(m, u, grad_flat, at::Tensor());
+    g.ln1 = w.ln1;
+    g.w_qkv = w.w_qkv;
+    g.b_qkv = w.b_qkv;
+    g.w_o = w.w_o;
+    g.ln2 = w.ln2;
+    g.w_gu = w.w_gu;
+    g.w_down = w.w_down;
+  } else {
+    bind_lora(m, u, grad_flat, g.lora, &g.a_qkv, &g.a_gu);
+  }
+  return g;
+}
+
+at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd) {
+  at::Tensor xf = x.to(at::kFloat);
+  // sum * (1/D) rather than mean: with grad mode on, mean would keep its input alive (ENVIRONMENT.md).
+  at::Tensor r = at::rsqrt(xf.pow(2).sum(-1, true).mul_(1.0 / double(x.size(-1))).add_(eps));
+  if (rstd) *rstd = r;
+  return w * (xf * r).to(x.scalar_type());
+}
+
+at::Tensor rmsnorm_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
+                            const at::Tensor& dw_acc) {
+  at::Tensor xf = x.to(at::kFloat);
+  at::Tensor y = xf * rstd;  // normalised, fp32
+  if (dw_acc.defined()) dw_acc.add_((dy.to(at::kFloat) * y.to(x.scalar_type()).to(at::kFloat)).sum(0));
+  at::Tensor dn = (dy * w).to(at::kFloat);
+  at::Tensor dot = (dn * y).sum(-1, true).mul_(1.0 / double(x.size(-1)));
+  return ((dn - y * dot) * rstd).to(x.scalar_type());
+}
+
+at::Tensor layer_forward(const LayerContext& ctx, const LayerWeights& w, const at::Tensor& x, LayerCache* cache,
+                         bool keep_only_input) {
+  LayerCache local;
+  LayerCache& c = (cache != nullptr && !keep_only_input) ? *cache : local;
+  c = LayerCache();
+  at::Tensor y;
+  forward_full(ctx, w, x, c, &y);
+  if (cache != nullptr && keep_only_input) {
+    *cache = LayerCache();
+    cache->x = x;
+  }
+  return y;
+}
+
+at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGrads& g, LayerCache& c,
+                          const at::Tensor& dy) {
+  if (!c.full) {  // activation checkpointing: recompute this layer's forward from its input
+    at::Tensor x = c.x;
+    forward_full(ctx, w, x, c, nullptr);
+  }
+  const ModelShape& s = ctx.model->shape;
+  const int64_t B = ctx.batch, T = ctx.seq, N = B * T;
+  const int64_t H = s.heads, K = s.kv_heads, G = H / K, d = s.head_dim, I = s.intermediate;
+  const auto dt = dy.scalar_type();
+
+  // ---- MLP: y = x2 + down(silu(gate) * up) ----
+  at::Tensor gf = c.gu.narrow(1, 0, I).to(at::kFloat);
+  at::Tensor uf = c.gu.narrow(1, I, I).to(at::kFloat);
+  at::Tensor sg = at::sigmoid(gf);
+  at::Tensor silu = gf * sg;
+  at::Tensor a = (silu * uf).to(dt);  // recomputed down_proj input
+  at::Tensor da = at::mm(dy, w.w_down);  // (N, I)
+  if (g.w_down.defined()) g.w_down.add_(at::mm(dy.t(), a));
+  lora_backward(ctx, w, g, kOnlyDown, w.lora[int(Proj::kDown)].a, g.lora[int(Proj::kDown)].a, a, dy, c, da);
+  at::Tensor daf = da.to(at::kFloat);
+  at::Tensor dgu = at::empty({N, 2 * I}, dy.options());
+  dgu.narrow(1, 0, I).copy_(daf * uf * sg * (1 + gf * (1 - sg)));
+  dgu.narrow(1, I, I).copy_(daf * silu);
+  at::Tensor dh2 = at::mm(dgu, w.w_gu);  // (N, D)
+  if (g.w_gu.defined()) g.w_gu.add_(at::mm(dgu.t(), c.h2));
+  lora_backward(ctx, w, g, kGateUp, w.a_gu, g.a_gu, c.h2, dgu, c, dh2);
+  at::Tensor dx2 = dy + rmsnorm_backward(dh2, c.x2, w.ln2, c.rstd2, g.ln2);
+
+  // ---- attention: x2 = x + o(attn(rope(q), rope(k), v)) ----
+  at::Tensor dattn = at::mm(dx2, w.w_o);  // (N, H*d)
+  if (g.w_o.defined()) g.w_o.add_(at::mm(dx2.t(), c.attn));
+  lora_backward(ctx, w, g, kOnlyO, w.lora[int(Proj::kO)].a, g.lora[int(Proj::kO)].a, c.attn, dx2, c, dattn);
+  at::Tensor dO = dattn.view({B, T, K, G, d}).permute({0, 2, 3, 1, 4}).reshape({B, K, G * T, d});
+  at::Tensor p_dt = c.p.to(dt);
+  at::Tensor dv = at::matmul(p_dt.transpose(-1, -2), dO);            // (B, K, T, d)
+  at::Tensor dP = at::matmul(dO, c.v.transpose(-1, -2)).to(at::kFloat);  // (B, K, GT, T)
+  at::Tensor dS = c.p * (dP - (dP * c.p).sum(-1, true));
+  dS.mul_(1.0 / std::sqrt(double(d)));
+  at::Tensor dS_dt = dS.to(dt);
+  at::Tensor dq = at::matmul(dS_dt, c.k);                  // (B, K, GT, d)
+  at::Tensor dk = at::matmul(dS_dt.transpose(-1, -2), c.q);  // (B, K, T, d)
+
+  at::Tensor dqkv = at::empty({N, (H + 2 * K) * d}, dy.options());
+  at::Tensor dq_bthd = dq.view({B, K, G, T, d}).permute({0, 3, 1, 2, 4}).reshape({B, T, H, d});
+  dqkv.narrow(1, 0, H * d).view({B, T, H, d}).copy_(rope_apply(dq_bthd, *ctx.rope, true));
+  dqkv.narrow(1, H * d, K * d).view({B, T, K, d}).copy_(rope_apply(dk.permute({0, 2, 1, 3}), *ctx.rope, true));
+  dqkv.narrow(1, (H + K) * d, K * d).view({B, T, K, d}).copy_(dv.permute({0, 2, 1, 3}));
+  at::Tensor dh1 = at::mm(dqkv, w.w_qkv);  // (N, D)
+  if (g.w_qkv.defined()) g.w_qkv.add_(at::mm(dqkv.t(), c.h1));
+  if (g.b_qkv.defined()) g.b_qkv.add_(dqkv.to(at::kFloat).sum(0));
+  lora_backward(ctx, w, g, kQkv, w.a_qkv, g.a_qkv, c.h1, dqkv, c, dh1);
+  at::Tensor dx = dx2 + rmsnorm_backward(dh1, c.x, w.ln1, c.rstd1, g.ln1);
+  return dx;
+}
+
+at::Tensor shift_targets(const at::Tensor& labels) {
+  at::Tensor t = at::full_like(labels, -100);
+  const int64_t T = labels.size(1);
+  if (T > 1) t.narrow(1, 0, T - 1).copy_(labels.narrow(1, 1, T - 1));
+  return t;
+}
+
+HeadPartial head_partial(const at::Tensor& h, const at::Tensor& emb_rows, int64_t row0, const at::Tensor& targets,
+                         int64_t chunk) {
+  const int64_t N = h.size(0), V = emb_rows.size(0);
+  const auto dt = h.scalar_type();
+  const auto f32 = h.options().dtype(at::kFloat);
+  HeadPartial hp;
+  hp.m = at::full({N, 1}, -std::numeric_limits<float>::infinity(), f32);
+  hp.se = at::zeros({N, 1}, f32);
+  hp.zt = at::zeros({N}, f32);
+  hp.U = at::zeros({N, h.size(1)}, f32);
+  at::Tensor local_all = targets - row0;  // target row relative to emb_rows (may be out of range)
+  for (int64_t v0 = 0; v0 < V; v0 += chunk) {
+    const int64_t cn = std::min(chunk, V - v0);
+    at::Tensor e = emb_rows.narrow(0, v0, cn);
+    at::Tensor z = at::mm(h, e.t()).to(at::kFloat);  // (N, cn)
+    at::Tensor in_chunk = local_all.ge(v0).logical_and_(local_all.lt(v0 + cn));
+    at::Tensor local = (local_all - v0).clamp_(0, cn - 1).view({N, 1});
+    hp.zt.add_(z.gather(1, local).view({N}).mul_(in_chunk));
+    at::Tensor m_new = at::maximum(hp.m, std::get<0>(z.max(1, true)));
+    at::Tensor rescale = (hp.m - m_new).exp_();
+    at::Tensor pz = (z - m_new).exp_();  // (N, cn)
+    hp.se.mul_(rescale).add_(pz.sum(1, true));
+    hp.U.mul_(rescale).add_(at::mm(pz.to(dt), e).to(at::kFloat));
+    hp.m = m_new;
+  }
+  return hp;
+}
+
+void head_weight_grad(const at::Tensor& h, const at::Tensor& emb_rows, int64_t row0, const at::Tensor& targets,
+                      const at::Tensor& lse, const at::Tensor& token_scale, const at::Tensor& dE_rows, int64_t chunk) {
+  const int64_t N = h.size(0), V = emb_rows.size(0);
+  const auto dt = h.scalar_type();
+  at::Tensor local_all = targets - row0;
+  at::Tensor scale = token_scale.view({N, 1});
+  for (int64_t v0 = 0; v0 < V; v0 += chunk) {
+    const int64_t cn = std::min(chunk, V - v0);
+    at::Tensor e = emb_rows.narrow(0, v0, cn);
+    at::Tensor pz = (at::mm(h, e.t()).to(at::kFloat) - lse).exp_();  // softmax columns of this chunk
+    at::Tensor in_chunk = local_all.ge(v0).logical_and_(local_all.lt(v0 + cn));
+    at::Tensor local = (local_all - v0).clamp_(0, cn - 1).view({N, 1});
+    pz.scatter_add_(1, local, -in_chunk.to(at::kFloat).view({N, 1}));
+    pz.mul_(scale);
+    dE_rows.narrow(0, v0, cn).add_(at::mm(pz.to(dt).t(), h));
+  }
+}
+
+HeadLoss head_loss(const at::Tensor& h, const at::Tensor& emb, const at::Tensor& targets, double grad_scale,
+                   const at::Tensor& dE_acc, int64_t chunk) {
+  const int64_t N = h.size(0);
+  at::Tensor valid = targets.ne(-100);
+  at::Tensor tgt = targets.clamp_min(0);
+  // One pass: online log-sum-exp, the target logits, and U = sum_c exp(z_c - m) E_c, so that
+  // dh = (U / sumexp - E[target]) * scale needs no second pass when the head is frozen.
+  HeadPartial hp = head_partial(h, emb, 0, tgt, chunk);
+  at::Tensor lse = hp.m + hp.se.log();  // (N, 1)
+  HeadLoss out;
+  out.counted = valid.sum().item<int64_t>();
+  out.loss_sum = (lse.view({N}) - hp.zt).mul_(valid).to(at::kDouble).sum().item<double>();
+  at::Tensor token_scale = valid.to(at::kFloat).mul_(grad_scale);
+  at::Tensor e_t = emb.index_select(0, tgt).to(at::kFloat);  // (N, D)
+  out.dh = ((hp.U / hp.se - e_t) * token_scale.view({N, 1})).to(h.scalar_type());
+  // A trainable head (full fine-tuning) needs softmax - onehot per column: a second pass with the final lse.
+  if (dE_acc.defined()) head_weight_grad(h, emb, 0, tgt, lse, token_scale, dE_acc, chunk);
+  return out;
+}
+
+HeadLoss head_loss_reference(const at::Tensor& h, const at::Tensor& emb, const at::Tensor& targets,
+                             double grad_scale, const at::Tensor& dE_acc) {
+  const int64_t N = h.size(0);
+  const auto dt = h.scalar_type();
+  at::Tensor valid = targets.ne(-100);
+  at::Tensor tgt = targets.clamp_min(0).view({N, 1});
+  at::Tensor logits = at::mm(h, emb.t()).to(at::kFloat);  // (N, V)
+  at::Tensor logp = at::log_softmax(logits, 1);
+  HeadLoss out;
+  out.counted = valid.sum().item<int64_t>();
+  out.loss_sum = (-logp.gather(1, tgt).view({N}) * valid).to(at::kDouble).sum().item<double>();
+  at::Tensor dz = logp.exp();
+  dz.scatter_add_(1, tgt, -at::ones({N, 1}, dz.options()));
+  dz.mul_(valid.to(at::kFloat).mul(grad_scale).view({N, 1}));
+  at::Tensor dz_dt = dz.to(dt);
+  out.dh = at::mm(dz_dt, emb);
+  if (dE_acc.defined()) dE_acc.add_(at::mm(dz_dt.t(), h));
+  return out;
+}
+
+at::Tensor head_logits(const at::Tensor& h, const at::Tensor& emb) { return at::mm(h, emb.t()).to(at::kFloat); }
+
+}  // namespace lorabench::model

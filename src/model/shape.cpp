@@ -1,0 +1,132 @@
+#include "lorabench/model/shape.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "lorabench/core/error.hpp"
+#include "lorabench/core/strings.hpp"
+
+namespace lorabench::model {
+
+int64_t ModelShape::params_per_layer() const {
+  const int64_t d = hidden;
+  int64_t attn = d * q_dim() + 2 * d * kv_dim() + q_dim() + 2 * kv_dim() + q_dim() * d;
+  int64_t mlp = 3 * d * intermediate;
+  return attn + mlp + 2 * d;
+}
+
+int64_t ModelShape::total_params() const {
+  int64_t emb = vocab_size * hidden;
+  return emb + layers * params_per_layer() + hidden + (tie_embeddings ? 0 : emb);
+}
+
+namespace {
+ModelShape make(const char* name, int64_t vocab, int64_t hidden, int64_t inter, int64_t layers, int64_t heads,
+                int64_t kv, bool tie, int64_t max_pos) {
+  ModelShape s;
+  s.name = name;
+  s.vocab_size = vocab;
+  s.hidden = hidden;
+  s.intermediate = inter;
+  s.layers = layers;
+  s.heads = heads;
+  s.kv_heads = kv;
+  s.head_dim = hidden / heads;
+  s.rope_theta = 1e6;
+  s.rms_eps = 1e-6;
+  s.tie_embeddings = tie;
+  s.max_positions = max_pos;
+  return s;
+}
+}  // namespace
+
+const std::vector<std::string>& preset_names() {
+  static const std::vector<std::string> names = {"tiny", "small", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b",
+                                                 "qwen2.5-7b"};
+  return names;
+}
+
+ModelShape preset_shape(const std::string& name) {
+  // tiny: the test fixture's shape with the full Qwen2.5 vocabulary, so it can train on tokenized data.
+  if (name == "tiny") return make("tiny", 151936, 64, 176, 2, 4, 2, true, 32768);
+  // small: the PyTorch peer's benchmark shape (bench/peer_torch.py).
+  if (name == "small") return make("small", 32000, 256, 768, 4, 8, 2, true, 32768);
+  if (name == "qwen2.5-0.5b") return make("qwen2.5-0.5b", 151936, 896, 4864, 24, 14, 2, true, 32768);
+  if (name == "qwen2.5-1.5b") return make("qwen2.5-1.5b", 151936, 1536, 8960, 28, 12, 2, true, 32768);
+  if (name == "qwen2.5-3b") return make("qwen2.5-3b", 151936, 2048, 11008, 36, 16, 2, true, 32768);
+  if (name == "qwen2.5-7b") return make("qwen2.5-7b", 152064, 3584, 18944, 28, 28, 4, false, 32768);
+  throw ConfigError("model.preset: unknown preset \"" + name + "\" (expected " + join(preset_names(), ", ") + ")");
+}
+
+ModelShape load_hf_config(const std::string& path) {
+  std::string text = read_file(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw IoError(path + ": not valid JSON: " + e.what());
+  }
+  auto get_int = [&](const char* key) -> int64_t {
+    if (!j.contains(key) || !j[key].is_number_integer())
+      throw IoError(path + ": key \"" + key + "\" is missing or not an integer");
+    return j[key].get<int64_t>();
+  };
+  auto get_num = [&](const char* key, double def) -> double {
+    if (!j.contains(key) || j[key].is_null()) return def;
+    if (!j[key].is_number()) throw IoError(path + ": key \"" + key + "\" is not a number");
+    return j[key].get<double>();
+  };
+  if (j.contains("model_type") && j["model_type"] != "qwen2")
+    throw IoError(path + ": model_type is " + j["model_type"].dump() + ", lorabench implements qwen2");
+  if (j.contains("hidden_act") && j["hidden_act"] != "silu")
+    throw IoError(path + ": hidden_act " + j["hidden_act"].dump() + " is not supported (silu)");
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
+    throw IoError(path + ": rope_scaling is not supported (found " + j["rope_scaling"].dump() + ")");
+  if (j.value("use_sliding_window", false))
+    throw IoError(path + ": use_sliding_window = true is not supported");
+  ModelShape s;
+  s.name = path;
+  s.vocab_size = get_int("vocab_size");
+  s.hidden = get_int("hidden_size");
+  s.intermediate = get_int("intermediate_size");
+  s.layers = get_int("num_hidden_layers");
+  s.heads = get_int("num_attention_heads");
+  s.kv_heads = j.contains("num_key_value_heads") ? get_int("num_key_value_heads") : s.heads;
+  s.head_dim = j.contains("head_dim") ? get_int("head_dim") : s.hidden / s.heads;
+  s.rope_theta = get_num("rope_theta", 10000.0);
+  s.rms_eps = get_num("rms_norm_eps", 1e-6);
+  s.tie_embeddings = j.value("tie_word_embeddings", false);
+  s.max_positions = j.contains("max_position_embeddings") ? get_int("max_position_embeddings") : 32768;
+  if (s.heads <= 0 || s.kv_heads <= 0 || s.heads % s.kv_heads != 0)
+    throw IoError(path + ": num_attention_heads must be a positive multiple of num_key_value_heads");
+  if (s.head_dim % 2 != 0) throw IoError(path + ": head dimension must be even for rotary embeddings");
+  return s;
+}
+
+std::string hf_config_json(const ModelShape& s, const std::string& torch_dtype) {
+  nlohmann::ordered_json j;
+  j["architectures"] = {"Qwen2ForCausalLM"};
+  j["attention_dropout"] = 0.0;
+  j["hidden_act"] = "silu";
+  j["hidden_size"] = s.hidden;
+  j["initializer_range"] = 0.02;
+  j["intermediate_size"] = s.intermediate;
+  j["max_position_embeddings"] = s.max_positions;
+  j["model_type"] = "qwen2";
+  j["num_attention_heads"] = s.heads;
+  j["num_hidden_layers"] = s.layers;
+  j["num_key_value_heads"] = s.kv_heads;
+  j["rms_norm_eps"] = s.rms_eps;
+  j["rope_scaling"] = nullptr;
+  j["rope_theta"] = s.rope_theta;
+  j["sliding_window"] = nullptr;
+  j["tie_word_embeddings"] = s.tie_embeddings;
+  j["torch_dtype"] = torch_dtype;
+  j["use_cache"] = true;
+  j["use_sliding_window"] = false;
+  j["vocab_size"] = s.vocab_size;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace lorabench::model

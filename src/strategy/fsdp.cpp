@@ -1,0 +1,369 @@
+// fsdp: ZeRO-3 semantics. At rest every rank holds piece r of every unit's flat buffers (base weights,
+// LoRA or master weights, gradients, AdamW state). A decoder layer's weights are all-gathered before its
+// forward (optionally while the previous layer computes), freed after it when reshard_after_forward, and
+// gathered again for its backward; its gradients are reduce-scattered back to their owners.
+//
+// The embedding (and an untied LM head) is sharded by vocabulary rows instead and never gathered: the
+// lookup all-gathers the token ids and reduce-scatters the rows each rank owns, and the fused head + loss
+// all-gathers the hidden states, computes softmax statistics over the local rows and combines them
+// across ranks. That moves O(tokens x hidden) instead of O(vocabulary x hidden) and keeps the largest
+// matrix of a small model from ever being resident in full.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "lorabench/core/error.hpp"
+#include "lorabench/strategy/strategy.hpp"
+#include "strategy_common.hpp"
+
+namespace lorabench::strategy {
+
+namespace {
+
+class FsdpStrategy final : public TrainingStrategy {
+ public:
+  FsdpStrategy(const StrategySpec& spec, const model::ModelLayout& m, at::ScalarType dtype, comm::Communicator* comm)
+      : TrainingStrategy(m, dtype, comm), spec_(spec), world_(comm->size()), rank_(comm->rank()) {
+    units_.resize(m_.units.size());
+    const int64_t D = m_.shape.hidden;
+    // Rows per rank of the (V, D) vocabulary matrices, covering the unit's whole (aligned) buffer.
+    const int64_t rows = (m_.units[0].compute_numel + D - 1) / D;
+    rows_per_rank_ = (rows + world_ - 1) / world_;
+    for (size_t u = 0; u < m_.units.size(); ++u) {
+      Unit& x = units_[u];
+      const auto& lu = m_.units[u];
+      x.vocab = lu.kind == model::UnitKind::kEmbed || lu.kind == model::UnitKind::kHead;
+      if (x.vocab) {
+        // Row sharding: the unit is exactly one (V, D) matrix; pieces are whole rows.
+        LB_CHECK(lu.compute.size() == 1 && lu.compute[0].offset == 0, "vocabulary unit must hold one matrix");
+        x.c_piece = rows_per_rank_ * D;
+      } else {
+        x.c_piece = (lu.compute_numel + world_ - 1) / world_;
+      }
+      x.c_padded = x.c_piece * world_;
+      if (lu.trainable_numel > 0) {
+        x.t_piece = x.vocab ? x.c_piece : (lu.trainable_numel + world_ - 1) / world_;
+        x.t_padded = x.t_piece * world_;
+        for (const auto& s : lu.trainable)
+          if (s.decay) x.decay.emplace_back(s.offset, s.numel);
+        x.decay = train::intersect(x.decay, rank_ * x.t_piece, x.t_piece);
+      }
+    }
+  }
+
+  const char* name() const override { return "fsdp"; }
+
+  void initialize(const InitSource& src) override {
+    const auto f32 = at::TensorOptions().dtype(at::kFloat);
+    for (size_t u = 0; u < units_.size(); ++u) {
+      Unit& x = units_[u];
+      const auto& lu = m_.units[u];
+      // Build the full unit once, keep this rank's piece.
+      at::Tensor full_c = at::zeros({x.c_padded}, at::TensorOptions().dtype(dtype_));
+      at::Tensor full_t;
+      if (lu.trainable_numel > 0)
+        full_t = (m_.full_finetune && dtype_ == at::kFloat) ? full_c : at::zeros({x.t_padded}, f32);
+      fill_unit(m_, static_cast<int>(u), src, full_c.narrow(0, 0, std::min(x.c_padded, lu.compute_numel)),
+                full_t.defined() ? full_t.narrow(0, 0, lu.trainable_numel) : at::Tensor());
+      x.c_shard = full_c.narrow(0, rank_ * x.c_piece, x.c_piece).clone();
+      if (full_t.defined()) {
+        x.t_shard = (m_.full_finetune && dtype_ == at::kFloat) ? x.c_shard
+                                                               : full_t.narrow(0, rank_ * x.t_piece, x.t_piece).clone();
+        x.g_shard = at::zeros({x.t_piece}, f32);
+        x.m = at::zeros({x.t_piece}, f32);
+        x.v = at::zeros({x.t_piece}, f32);
+      }
+    }
+  }
+
+  // ---- UnitProvider ----
+  at::Tensor compute(int unit, model::Pass pass) override {
+    issue_gather(unit);
+    prefetch_next(unit, pass);
+    Unit& x = units_[unit];
+    wait_gather(x);
+    return x.c_full;
+  }
+
+  at::Tensor trainable(int unit, model::Pass pass) override {
+    Unit& x = units_[unit];
+    if (m_.full_finetune || !x.t_shard.defined()) return at::Tensor();  // full FT computes from c_full
+    issue_gather(unit);
+    wait_gather(x);
+    return x.t_full;
+  }
+
+  at::Tensor grad(int unit) override {
+    Unit& x = units_[unit];
+    if (!x.t_shard.defined()) return at::Tensor();
+    LB_CHECK(!x.vocab, "vocabulary units keep their gradients sharded");
+    if (!x.g_full.defined()) x.g_full = at::zeros({x.t_padded}, at::kFloat);
+    return x.g_full.narrow(0, 0, m_.units[unit].trainable_numel);
+  }
+
+  void release(int unit, model::Pass pass) override {
+    Unit& x = units_[unit];
+    if (pass == model::Pass::kForward && !spec_.reshard_after_forward && m_.units[unit].kind == model::UnitKind::kLayer)
+      return;
+    wait_gather(x);  // a prefetched gather must land before its buffer is dropped
+    x.c_full = at::Tensor();
+    x.t_full = at::Tensor();
+  }
+
+  void begin_micro(int micro) override {
+    sync_now_ = spec_.sync_every_micro || micro == spec_.grad_accum - 1;
+  }
+
+  void backward_done(int unit) override {
+    comm_->progress();
+    Unit& x = units_[unit];
+    if (!x.t_shard.defined() || x.vocab || !sync_now_) return;
+    if (!x.g_full.defined()) x.g_full = at::zeros({x.t_padded}, at::kFloat);
+    x.g_recv = at::empty({x.t_piece}, at::kFloat);
+    x.g_work = comm_->reduce_scatter_async(x.g_full.data_ptr(), x.g_recv.data_ptr(), x.t_piece,
+                                           comm::DataType::kFloat32, comm::ReduceOp::kSum);
+  }
+
+  void end_micro() override {
+    if (!sync_now_) return;
+    for (auto& x : units_) {
+      if (!x.g_work) continue;
+      comm_->wait(x.g_work);
+      x.g_work.reset();
+      x.g_shard.add_(x.g_recv);
+      x.g_recv = at::Tensor();
+      x.g_full = at::Tensor();
+    }
+  }
+
+  double grad_sq_norm() override {
+    double local = 0;
+    for (auto& x : units_) {
+      if (!x.g_shard.defined()) continue;
+      double n = x.g_shard.norm().item<double>();
+      local += n * n;
+    }
+    return all_reduce_sum(comm_, local);
+  }
+
+  void scale_grads(double f) override {
+    for (auto& x : units_)
+      if (x.g_shard.defined()) x.g_shard.mul_(f);
+  }
+
+  void optimizer_step(const train::AdamWConfig& c, double lr) override {
+    ++step_;
+    for (auto& x : units_) {
+      if (!x.t_shard.defined()) continue;
+      train::adamw_update(x.t_shard, x.g_shard, x.m, x.v, step_, lr, c, x.decay);
+      if (m_.full_finetune && dtype_ != at::kFloat) x.c_shard.copy_(x.t_shard);
+    }
+    discard_grads();
+  }
+
+  void discard_grads() override {
+    for (auto& x : units_) {
+      if (x.g_shard.defined()) x.g_shard.zero_();
+      x.g_full = at::Tensor();
+    }
+  }
+
+  FullState gather_state() override {
+    FullState s;
+    s.step = step_;
+    for (size_t u = 0; u < units_.size(); ++u) {
+      Unit& x = units_[u];
+      if (!x.t_shard.defined()) {
+        s.params.emplace_back();
+        s.exp_avg.emplace_back();
+        s.exp_avg_sq.emplace_back();
+        continue;
+      }
+      const int64_t n = m_.units[u].trainable_numel;
+      s.params.push_back(gather_full(x.t_shard, x.t_piece).narrow(0, 0, n));
+      s.exp_avg.push_back(gather_full(x.m, x.t_piece).narrow(0, 0, n));
+      s.exp_avg_sq.push_back(gather_full(x.v, x.t_piece).narrow(0, 0, n));
+    }
+    return s;
+  }
+
+  void load_state(const FullState& s) override {
+    step_ = s.step;
+    for (size_t u = 0; u < units_.size(); ++u) {
+      Unit& x = units_[u];
+      if (!x.t_shard.defined()) continue;
+      copy_piece(s.params[u], x.t_shard, x.t_piece);
+      copy_piece(s.exp_avg[u], x.m, x.t_piece);
+      copy_piece(s.exp_avg_sq[u], x.v, x.t_piece);
+      if (m_.full_finetune && dtype_ != at::kFloat) x.c_shard.copy_(x.t_shard);
+    }
+    discard_grads();
+  }
+
+  MemoryPrediction predict_memory() const override {
+    const int64_t pc = m_.compute_params(), pt = m_.trainable_params();
+    const int64_t ds = at::elementSize(dtype_);
+    const bool alias = m_.full_finetune && dtype_ == at::kFloat;
+    MemoryPrediction p;
+    p.params = ((alias ? 0 : pc * ds) + pt * 4) / world_;
+    p.grads = pt * 4 / world_;
+    p.optimizer = pt * 8 / world_;
+    std::string w = std::to_string(world_);
+    p.formula = std::string("(") + (alias ? "" : std::to_string(ds) + "Ψc + ") + "4Ψt)/" + w + " + 4Ψt/" + w +
+                " + 8Ψt/" + w;
+    return p;
+  }
+
+  // ---- vocabulary-sharded embedding and head ----
+  at::Tensor embed_lookup(const model::ModelLayout& m, const at::Tensor& ids) override {
+    const int64_t N = ids.size(0), D = m.shape.hidden;
+    at::Tensor ids_all = all_gather_tensor(ids.contiguous());  // (W*N)
+    at::Tensor local = ids_all - rank_ * rows_per_rank_;
+    at::Tensor own = local.ge(0).logical_and_(local.lt(rows_per_rank_));
+    at::Tensor rows = units_[0].c_shard.view({rows_per_rank_, D});
+    at::Tensor x_all = rows.index_select(0, local.clamp(0, rows_per_rank_ - 1)) * own.view({-1, 1}).to(dtype_);
+    at::Tensor x = at::empty({N, D}, at::TensorOptions().dtype(dtype_));
+    comm_->reduce_scatter(x_all.data_ptr(), x.data_ptr(), N * D, comm_dtype(dtype_), comm::ReduceOp::kSum);
+    return x;
+  }
+
+  model::HeadLoss lm_head_loss(const model::ModelLayout& m, const at::Tensor& hn, const at::Tensor& targets,
+                               double grad_scale, int64_t chunk) override {
+    const int64_t N = hn.size(0), D = m.shape.hidden, V = m.shape.vocab_size;
+    Unit& hu = units_[m.head_unit()];
+    const int64_t row0 = rank_ * rows_per_rank_;
+    const int64_t valid_rows = std::clamp<int64_t>(V - row0, 0, rows_per_rank_);
+    at::Tensor rows = hu.c_shard.view({rows_per_rank_, D}).narrow(0, 0, valid_rows);
+
+    at::Tensor h_all = all_gather_tensor(hn.contiguous());           // (W*N, D)
+    at::Tensor t_all = all_gather_tensor(targets.contiguous());       // (W*N)
+    at::Tensor valid = t_all.ne(-100);
+    at::Tensor tgt = at::where(valid, t_all, at::full_like(t_all, -1));  // ignored: in no rank's rows
+    model::HeadPartial hp = model::head_partial(h_all, rows, row0, tgt, chunk);
+
+    // Combine the ranks' partial statistics: a common max, then sums.
+    at::Tensor M = hp.m.clone();
+    comm_->all_reduce(M.data_ptr(), M.numel(), comm::DataType::kFloat32, comm::ReduceOp::kMax);
+    at::Tensor f = (hp.m - M).exp_();  // 0 where this rank has no rows
+    const int64_t WN = h_all.size(0);
+    at::Tensor sums = at::cat({hp.se.mul(f).view({WN}), hp.zt});  // (2*W*N)
+    comm_->all_reduce(sums.data_ptr(), sums.numel(), comm::DataType::kFloat32, comm::ReduceOp::kSum);
+    at::Tensor se = sums.narrow(0, 0, WN).view({WN, 1});
+    at::Tensor zt = sums.narrow(0, WN, WN);
+    at::Tensor lse = M + se.log();
+
+    model::HeadLoss out;
+    at::Tensor mine_valid = valid.narrow(0, rank_ * N, N);
+    out.counted = mine_valid.sum().item<int64_t>();
+    at::Tensor losses = (lse.view({WN}) - zt).mul_(valid);
+    out.loss_sum = losses.narrow(0, rank_ * N, N).to(at::kDouble).sum().item<double>();
+
+    // dh of every token from this rank's rows: U/se - onehot(target in my rows) E_target; summed over
+    // ranks by the reduce-scatter that also hands each rank its own tokens.
+    at::Tensor token_scale = valid.to(at::kFloat).mul_(grad_scale);
+    at::Tensor local_t = tgt - row0;
+    at::Tensor mine_t = local_t.ge(0).logical_and_(local_t.lt(valid_rows));
+    at::Tensor e_t = rows.index_select(0, local_t.clamp(0, std::max<int64_t>(valid_rows - 1, 0)))
+                         .to(at::kFloat)
+                         .mul_(mine_t.view({WN, 1}));
+    at::Tensor d_all = ((hp.U * f / se - e_t) * token_scale.view({WN, 1})).contiguous();
+    at::Tensor dh = at::empty({N, D}, at::kFloat);  // reduced in fp32, rounded once like the unsharded head
+    comm_->reduce_scatter(d_all.data_ptr(), dh.data_ptr(), N * D, comm::DataType::kFloat32, comm::ReduceOp::kSum);
+    out.dh = dh.to(dtype_);
+
+    if (m.full_finetune) {
+      at::Tensor g_rows = hu.g_shard.view({rows_per_rank_, D}).narrow(0, 0, valid_rows);
+      model::head_weight_grad(h_all, rows, row0, tgt, lse, token_scale, g_rows, chunk);
+    }
+    return out;
+  }
+
+  void embed_backward(const model::ModelLayout& m, const at::Tensor& ids, const at::Tensor& dx) override {
+    const int64_t D = m.shape.hidden;
+    at::Tensor ids_all = all_gather_tensor(ids.contiguous());
+    at::Tensor dx_all = all_gather_tensor(dx.to(at::kFloat).contiguous());  // (W*N, D)
+    at::Tensor local = ids_all - rank_ * rows_per_rank_;
+    at::Tensor own = local.ge(0).logical_and_(local.lt(rows_per_rank_)).nonzero().view({-1});
+    units_[0].g_shard.view({rows_per_rank_, D}).index_add_(0, local.index_select(0, own), dx_all.index_select(0, own));
+  }
+
+ private:
+  struct Unit {
+    bool vocab = false;
+    int64_t c_piece = 0, c_padded = 0, t_piece = 0, t_padded = 0;
+    at::Tensor c_shard, t_shard, g_shard, m, v;
+    train::Ranges decay;  // within the owned trainable piece
+    at::Tensor c_full, t_full, g_full, g_recv;
+    std::unique_ptr<comm::Work> c_work, t_work, g_work;
+  };
+
+  void issue_gather(int unit) {
+    Unit& x = units_[unit];
+    if (!x.c_full.defined()) {
+      x.c_full = at::empty({x.c_padded}, at::TensorOptions().dtype(dtype_));
+      x.c_work = comm_->all_gather_async(x.c_shard.data_ptr(), x.c_full.data_ptr(), x.c_piece, comm_dtype(dtype_));
+    }
+    if (!m_.full_finetune && x.t_shard.defined() && !x.t_full.defined()) {
+      x.t_full = at::empty({x.t_padded}, at::kFloat);
+      x.t_work = comm_->all_gather_async(x.t_shard.data_ptr(), x.t_full.data_ptr(), x.t_piece,
+                                         comm::DataType::kFloat32);
+    }
+  }
+
+  void wait_gather(Unit& x) {
+    if (x.c_work) {
+      comm_->wait(x.c_work);
+      x.c_work.reset();
+    }
+    if (x.t_work) {
+      comm_->wait(x.t_work);
+      x.t_work.reset();
+    }
+  }
+
+  // Starts gathering the decoder layer that will be needed next (forward: the following layer;
+  // backward: the preceding one).
+  void prefetch_next(int unit, model::Pass pass) {
+    if (!spec_.prefetch || m_.units[unit].kind != model::UnitKind::kLayer) return;
+    const int next = pass == model::Pass::kForward ? unit + 1 : unit - 1;
+    if (next < 1 || next > static_cast<int>(m_.shape.layers)) return;
+    issue_gather(next);
+  }
+
+  at::Tensor all_gather_tensor(const at::Tensor& t) {
+    std::vector<int64_t> shape = t.sizes().vec();
+    shape[0] *= world_;
+    at::Tensor out = at::empty(shape, t.options());
+    comm_->all_gather(t.data_ptr(), out.data_ptr(), t.numel(), comm_dtype(t.scalar_type()));
+    return out;
+  }
+
+  at::Tensor gather_full(const at::Tensor& piece, int64_t n) {
+    at::Tensor out = at::empty({n * world_}, piece.options());
+    comm_->all_gather(piece.data_ptr(), out.data_ptr(), n, comm_dtype(piece.scalar_type()));
+    return out;
+  }
+
+  void copy_piece(const at::Tensor& full, at::Tensor& piece, int64_t n) {
+    const int64_t lo = rank_ * n, hi = std::min<int64_t>(full.numel(), lo + n);
+    piece.zero_();
+    if (hi > lo) piece.narrow(0, 0, hi - lo).copy_(full.narrow(0, lo, hi - lo));
+  }
+
+  StrategySpec spec_;
+  int world_, rank_;
+  int64_t rows_per_rank_ = 0;
+  std::vector<Unit> units_;
+  bool sync_now_ = true;
+  int64_t step_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<TrainingStrategy> make_fsdp(const StrategySpec& spec, const model::ModelLayout& m, at::ScalarType dtype,
+                                            comm::Communicator* comm) {
+  return std::make_unique<FsdpStrategy>(spec, m, dtype, comm);
+}
+
+}  // namespace lorabench::strategy

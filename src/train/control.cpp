@@ -1,0 +1,53 @@
+#include "lorabench/train/control.hpp"
+
+#include "lorabench/core/mpi_session.hpp"
+
+namespace lorabench::train {
+
+namespace {
+double reduce(MPI_Comm comm, double x, MPI_Op op) {
+  LB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_DOUBLE, op, comm));
+  return x;
+}
+}  // namespace
+
+double allreduce_sum(MPI_Comm comm, double x) { return reduce(comm, x, MPI_SUM); }
+double allreduce_max(MPI_Comm comm, double x) { return reduce(comm, x, MPI_MAX); }
+double allreduce_min(MPI_Comm comm, double x) { return reduce(comm, x, MPI_MIN); }
+
+int64_t allreduce_sum(MPI_Comm comm, int64_t x) {
+  LB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_INT64_T, MPI_SUM, comm));
+  return x;
+}
+
+void allreduce_sum(MPI_Comm comm, std::vector<double>& v) {
+  LB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_SUM, comm));
+}
+
+std::vector<double> gather_to_root(MPI_Comm comm, const std::vector<double>& values) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  std::vector<double> out(rank == 0 ? values.size() * static_cast<size_t>(size) : 0);
+  LB_MPI_CHECK(MPI_Gather(values.data(), static_cast<int>(values.size()), MPI_DOUBLE, out.data(),
+                          static_cast<int>(values.size()), MPI_DOUBLE, 0, comm));
+  return out;
+}
+
+std::string broadcast_string(MPI_Comm comm, const std::string& s) {
+  long long n = static_cast<long long>(s.size());
+  LB_MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, comm));
+  std::string out = s;
+  out.resize(static_cast<size_t>(n));
+  if (n > 0) LB_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, 0, comm));
+  return out;
+}
+
+bool broadcast_status(MPI_Comm comm, bool ok, std::string& message) {
+  int flag = ok ? 1 : 0;
+  LB_MPI_CHECK(MPI_Bcast(&flag, 1, MPI_INT, 0, comm));
+  message = broadcast_string(comm, message);
+  return flag != 0;
+}
+
+}  // namespace lorabench::train

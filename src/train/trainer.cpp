@@ -1,0 +1,623 @@
+#include "lorabench/train/trainer.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <csignal>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+
+#include "lorabench/core/error.hpp"
+#include "lorabench/core/log.hpp"
+#include "lorabench/core/mpi_session.hpp"
+#include "lorabench/core/strings.hpp"
+#include "lorabench/core/sysinfo.hpp"
+#include "lorabench/data/batch.hpp"
+#include "lorabench/data/sft_source.hpp"
+#include "lorabench/data/tokenizer.hpp"
+#include "lorabench/io/schema.hpp"
+#include "lorabench/lora/adapter.hpp"
+#include "lorabench/metrics/calibrate.hpp"
+#include "lorabench/metrics/flops.hpp"
+#include "lorabench/metrics/memory.hpp"
+#include "lorabench/metrics/papi.hpp"
+#include "lorabench/metrics/stats.hpp"
+#include "lorabench/metrics/trace.hpp"
+#include "lorabench/model/layout.hpp"
+#include "lorabench/model/step.hpp"
+#include "lorabench/strategy/strategy.hpp"
+#include "lorabench/train/control.hpp"
+#include "lorabench/train/schedule.hpp"
+
+namespace fs = std::filesystem;
+
+namespace lorabench::train {
+
+namespace {
+
+using schema::StepColumn;
+
+// Everything a run needs that does not change between trials.
+struct Setup {
+  model::ModelLayout layout;
+  at::ScalarType dtype = at::kFloat;
+  std::unique_ptr<model::Snapshot> snapshot;
+  std::unique_ptr<data::BatchSource> source;
+  BatchGeometry geo;
+  double flops_per_token = 0;
+  metrics::PeakFlops peak;
+  strategy::StrategySpec spec;
+  AdamWConfig adamw;
+  ScheduleSpec schedule;
+};
+
+model::ModelShape resolve_shape(const RunConfig& c) {
+  if (c.model.path.empty()) return model::preset_shape(c.model.preset);
+  return model::load_hf_config((fs::path(c.model.path) / "config.json").string());
+}
+
+metrics::TransformerShape flops_shape(const model::ModelShape& s) {
+  metrics::TransformerShape t;
+  t.layers = s.layers;
+  t.hidden = s.hidden;
+  t.intermediate = s.intermediate;
+  t.heads = s.heads;
+  t.kv_heads = s.kv_heads;
+  t.head_dim = s.head_dim;
+  t.vocab = s.vocab_size;
+  t.tied_embeddings = s.tie_embeddings;
+  return t;
+}
+
+Setup make_setup(const TrainEnv& env) {
+  const RunConfig& c = *env.cfg;
+  const int world = env.topo->world_size;
+  Setup s;
+  model::ModelShape shape = resolve_shape(c);
+  model::LoraSpec lora =
+      model::make_lora_spec(c.lora.enabled, c.lora.r, c.lora.alpha, c.lora.dropout, c.lora.rslora, c.lora.targets);
+  s.layout = model::build_layout(shape, lora);
+  s.dtype = c.model.dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+  if (!c.model.path.empty()) s.snapshot = std::make_unique<model::Snapshot>(c.model.path);
+  if (s.snapshot) model::check_snapshot_complete(*s.snapshot, s.layout);
+
+  s.geo = BatchGeometry{c.train.micro_batch, c.train.grad_accum, world, c.data.seq_len};
+  if (c.data.format == "synthetic") {
+    data::SyntheticSpec ss;
+    ss.seed = c.run.seed;
+    ss.vocab_size = static_cast<int>(shape.vocab_size);
+    ss.seq_len = c.data.seq_len;
+    ss.micro_batch = c.train.micro_batch;
+    ss.grad_accum = c.train.grad_accum;
+    ss.world_size = world;
+    s.source = data::make_synthetic_source(ss);
+  } else {
+    data::SftSpec spec = data::sft_spec_from_config(c, world);
+    auto tok = std::make_shared<const data::Tokenizer>(data::Tokenizer::from_file(spec.tokenizer_path));
+    if (tok->vocab_size() > shape.vocab_size)
+      throw ConfigError("data.tokenizer: " + spec.tokenizer_path + " has " + std::to_string(tok->vocab_size()) +
+                        " tokens but the model (" + shape.name + ") has a vocabulary of " +
+                        std::to_string(shape.vocab_size));
+    s.source = data::make_sft_source(spec, tok);
+  }
+
+  metrics::LoraSpec ml = metrics::LoraSpec::from_names(c.lora.enabled, c.lora.r, c.lora.targets);
+  s.flops_per_token = double(metrics::training_flops_per_token(flops_shape(shape), ml, c.data.seq_len).total());
+  if (c.profile.peak_gflops > 0) {
+    s.peak.flops_per_s = c.profile.peak_gflops * 1e9;
+    s.peak.source = "configured";
+    s.peak.detail = "profile.peak_gflops";
+  } else {
+    s.peak = metrics::calibrate_peak_flops(s.dtype, c.parallel.threads_per_rank);
+  }
+
+  s.spec.name = c.parallel.strategy;
+  s.spec.bucket_mb = c.parallel.bucket_mb;
+  s.spec.grad_accum = c.train.grad_accum;
+  s.spec.reshard_after_forward = c.parallel.reshard_after_forward;
+  s.spec.prefetch = c.parallel.prefetch;
+  // auto: DDP and ZeRO-1 communicate on the last micro-step only (local accumulation); ZeRO-2 and FSDP
+  // reduce every micro-step, which is what lets them drop full-size gradients between micro-steps.
+  const std::string& gs = c.parallel.grad_sync;
+  s.spec.sync_every_micro =
+      gs == "every" || (gs == "auto" && (c.parallel.strategy == "zero2" || c.parallel.strategy == "fsdp"));
+
+  s.adamw.beta1 = c.train.beta1;
+  s.adamw.beta2 = c.train.beta2;
+  s.adamw.eps = c.train.eps;
+  s.adamw.weight_decay = c.train.weight_decay;
+  s.schedule.kind = c.train.schedule;
+  s.schedule.lr = c.train.lr;
+  s.schedule.min_lr = c.train.min_lr;
+  s.schedule.warmup_steps = c.train.warmup_steps;
+  s.schedule.total_steps = c.run.steps;
+  return s;
+}
+
+uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// FNV-1a over the bytes of every defined tensor: equal on two ranks iff the values are bitwise equal.
+int64_t state_digest(const std::vector<at::Tensor>& ts) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& t : ts) {
+    if (!t.defined()) continue;
+    at::Tensor c = t.contiguous();
+    const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+    const size_t n = static_cast<size_t>(c.numel()) * c.element_size();
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  return static_cast<int64_t>(h >> 1);
+}
+
+struct StepTimes {
+  double data = 0, forward = 0, backward = 0, comm = 0, optimizer = 0, step = 0;
+};
+
+// Where rows accumulate until the next flush; rank 0 writes them.
+class StepLog {
+ public:
+  explicit StepLog(const TrainEnv& env) : env_(env) {}
+  void add(const std::vector<double>& row) { pending_.insert(pending_.end(), row.begin(), row.end()); }
+  // Collective: gathers the pending rows of every rank to rank 0, which appends them in (step, rank)
+  // order and flushes the file.
+  void flush() {
+    std::vector<double> all = gather_to_root(env_.world, pending_);
+    if (env_.run) {
+      const size_t per_rank = pending_.size();
+      const size_t W = static_cast<size_t>(env_.topo->world_size);
+      const size_t rows = per_rank / schema::kNumStepColumns;
+      std::vector<double> ordered;
+      ordered.reserve(all.size());
+      for (size_t r = 0; r < rows; ++r)
+        for (size_t w = 0; w < W; ++w) {
+          const double* src = all.data() + w * per_rank + r * schema::kNumStepColumns;
+          ordered.insert(ordered.end(), src, src + schema::kNumStepColumns);
+        }
+      env_.run->append_steps(ordered);
+      env_.run->flush();
+      rows_.insert(rows_.end(), ordered.begin(), ordered.end());
+    }
+    pending_.clear();
+  }
+  // Every row written so far (rank 0 only).
+  const std::vector<double>& rows() const { return rows_; }
+
+ private:
+  const TrainEnv& env_;
+  std::vector<double> pending_;
+  std::vector<double> rows_;
+};
+
+std::string progress_line(int trial, int trials, int64_t step, int64_t steps, double loss, double tok_s,
+                          double step_s, double mfu, int64_t mem, double eta_s) {
+  std::string t = trials > 1 ? strformat("trial %d/%d ", trial + 1, trials) : "";
+  return t + strformat("step %lld/%lld  loss %.4f  %.1f tok/s  %.3f s/step  MFU %.1f%%  mem %s  ETA %.0f s",
+                       (long long)step + 1, (long long)steps, loss, tok_s, step_s, 100 * mfu,
+                       format_bytes(double(mem)).c_str(), eta_s);
+}
+
+class Trainer {
+ public:
+  Trainer(const TrainEnv& env, Setup& s) : env_(env), c_(*env.cfg), s_(s), log_(env) {
+    rank_ = env.topo->rank;
+    world_ = env.topo->world_size;
+  }
+
+  // Returns 0, or 3 after a non-finite stop.
+  int run() {
+    counters_ = std::make_unique<metrics::PhaseCounters>(
+        metrics::PhaseCounters::create(c_.profile.papi_events, c_.profile.papi_fallback));
+    if (c_.profile.trace) {
+      LB_MPI_CHECK(MPI_Barrier(env_.world));
+      trace_ = metrics::TraceRecorder::enabled_for_rank(rank_);
+      trace_.set_metadata("run", fs::path(env_.run_dir).filename().string());
+    }
+    for (int trial = 0; trial < c_.run.repeat; ++trial) {
+      int rc = run_trial(trial);
+      if (rc != 0) return rc;
+    }
+    finish();
+    return 0;
+  }
+
+ private:
+  int run_trial(int trial) {
+    auto strat = strategy::TrainingStrategy::create(s_.spec, s_.layout, s_.dtype, env_.comm);
+    strategy::InitSource src;
+    src.seed = c_.run.seed;
+    src.snapshot = s_.snapshot.get();
+    strat->initialize(src);
+    if (trial == 0) prediction_ = strat->predict_memory();
+
+    model::StepOptions opt;
+    opt.activation_checkpointing = c_.model.activation_checkpointing;
+    opt.on_pass = [this](model::Pass pass, bool begin, double t) {
+      const metrics::Phase ph = pass == model::Pass::kForward ? metrics::Phase::kForward : metrics::Phase::kBackward;
+      if (begin) {
+        counters_->begin(ph);
+        pass_t0_ = t;
+      } else {
+        counters_->end(ph);
+        trace_span(pass == model::Pass::kForward ? "forward" : "backward", pass_t0_, t);
+      }
+    };
+    if (trace_.enabled()) {
+      opt.on_unit = [this](const std::string& unit, model::Pass pass, double t0, double t1) {
+        trace_.record((unit + (pass == model::Pass::kForward ? " fwd" : " bwd")).c_str(), "layer",
+                      trace_.to_us(to_tp(t0)), (t1 - t0) * 1e6, 1);
+      };
+    }
+    const int64_t steps = c_.run.steps;
+    double trial_t0 = sys::now_s();
+    for (int64_t step = 0; step < steps; ++step) {
+      if (c_.fault.kill_rank == rank_ && c_.fault.kill_at_step == step) {
+        log::warn(strformat("fault injection: rank %d kills itself at step %lld", rank_, (long long)step));
+        std::raise(SIGKILL);
+      }
+      std::vector<double> row(schema::kNumStepColumns, 0.0);
+      StepTimes t;
+      bool nonfinite = false;
+      std::string why;
+      double loss = train_step(*strat, opt, trial, step, row, t, nonfinite, why);
+      log_.add(row);
+      if (nonfinite) {
+        if (c_.train.on_nonfinite == "stop") {
+          log_.flush();
+          throw NumericsError(why + " at step " + std::to_string(step) +
+                              " (train.on_nonfinite = stop; no optimizer update was applied)");
+        }
+        ++skipped_steps_;
+        log::warn(why + strformat(" at step %lld: update skipped on every rank", (long long)step));
+      }
+      losses_finite_ = losses_finite_ && std::isfinite(loss);
+      if ((step + 1) % c_.run.log_every == 0 || step + 1 == steps) {
+        log_.flush();
+        double elapsed = sys::now_s() - trial_t0;
+        double eta = elapsed / double(step + 1) * double(steps - step - 1) +
+                     elapsed / double(step + 1) * double(steps) * double(c_.run.repeat - trial - 1);
+        log::info(progress_line(trial, c_.run.repeat, step, steps, loss, row[schema::kTokensPerS] * world_,
+                                row[schema::kStepS], row[schema::kMfu], int64_t(row[schema::kMemPeak]), eta));
+      }
+    }
+    // Every replica must hold the same trainable state (bitwise): a digest compared across ranks.
+    strategy::FullState st = strat->gather_state();
+    int64_t d = state_digest(st.params);
+    double dmin = allreduce_min(env_.world, double(d)), dmax = allreduce_max(env_.world, double(d));
+    replicas_equal_ = replicas_equal_ && dmin == dmax;
+    if (trial == c_.run.repeat - 1) save_outputs(*strat, st);
+    return 0;
+  }
+
+  double train_step(strategy::TrainingStrategy& strat, const model::StepOptions& opt, int trial, int64_t step,
+                    std::vector<double>& row, StepTimes& t, bool& nonfinite, std::string& why) {
+    comm::Communicator* comm = env_.comm;
+    metrics::reset_tensor_peak();
+    sys::reset_peak_rss();
+    const comm::CommStats c0 = comm->stats();
+    const double t0 = sys::now_s();
+
+    // ---- data ----
+    counters_->begin(metrics::Phase::kData);
+    std::vector<data::Batch> batches;
+    int64_t tokens = 0, loss_tokens = 0;
+    for (int micro = 0; micro < c_.train.grad_accum; ++micro) {
+      batches.push_back(s_.source->micro_batch(step, micro, rank_));
+      tokens += batches.back().real_tokens;
+      loss_tokens += batches.back().loss_tokens;
+    }
+    counters_->end(metrics::Phase::kData);
+    t.data = sys::now_s() - t0;
+    double ctrl0 = sys::now_s();
+    const int64_t global_loss_tokens = allreduce_sum(env_.world, loss_tokens);
+    double ctrl = sys::now_s() - ctrl0;
+    const double grad_scale = global_loss_tokens > 0 ? 1.0 / double(global_loss_tokens) : 0.0;
+
+    // ---- forward + backward ----
+    double loss_sum = 0;
+    for (int micro = 0; micro < c_.train.grad_accum; ++micro) {
+      const data::Batch& b = batches[micro];
+      model::MicroBatch mb;
+      mb.ids = at::from_blob(const_cast<int64_t*>(b.ids.data()), {b.batch, b.seq}, at::kLong).clone();
+      at::Tensor labels = at::from_blob(const_cast<int64_t*>(b.labels.data()), {b.batch, b.seq}, at::kLong);
+      mb.targets = model::shift_targets(labels);
+      mb.grad_scale = grad_scale;
+      mb.dropout = c_.lora.enabled && c_.lora.dropout > 0;
+      mb.dropout_seed = mix64(c_.run.seed ^ mix64(uint64_t(step) * 1000003ull + uint64_t(micro) * 7919ull +
+                                                   uint64_t(b.sample_index.empty() ? 0 : b.sample_index[0])));
+      strat.begin_micro(micro);
+      model::MicroResult r = model::forward_backward(s_.layout, strat, mb, opt);
+      const double tw = sys::now_s();
+      counters_->begin(metrics::Phase::kComm);
+      strat.end_micro();
+      counters_->end(metrics::Phase::kComm);
+      trace_span("gradient sync", tw, sys::now_s());
+      t.forward += r.forward_s;
+      t.backward += r.backward_s;
+      loss_sum += r.loss_sum;
+    }
+    if (c_.fault.nan_at_step == step && c_.fault.nan_rank == rank_) loss_sum = std::nan("");
+
+    // ---- one allreduce: the global loss and whether any rank saw a non-finite value ----
+    ctrl0 = sys::now_s();
+    std::vector<double> agg = {std::isfinite(loss_sum) ? loss_sum : 0.0, std::isfinite(loss_sum) ? 0.0 : 1.0};
+    allreduce_sum(env_.world, agg);
+    ctrl += sys::now_s() - ctrl0;
+    const double loss = agg[1] > 0 ? std::nan("") : agg[0] / double(std::max<int64_t>(1, global_loss_tokens));
+
+    // ---- optimizer ----
+    const double o0 = sys::now_s(), ow0 = comm->stats().wait_s;
+    counters_->begin(metrics::Phase::kOptimizer);
+    double norm = 0;
+    bool clipped = false;
+    const double lr = lr_at(s_.schedule, step);
+    if (agg[1] > 0) {
+      nonfinite = true;
+      why = strformat("non-finite loss on %d rank(s)", int(agg[1]));
+      strat.discard_grads();
+    } else {
+      norm = std::sqrt(strat.grad_sq_norm());
+      if (!std::isfinite(norm)) {
+        nonfinite = true;
+        why = "non-finite gradient norm";
+        strat.discard_grads();
+      } else {
+        if (c_.train.max_grad_norm > 0) {
+          // torch.nn.utils.clip_grad_norm_: coefficient max / (norm + 1e-6), applied when below 1.
+          const double coef = c_.train.max_grad_norm / (norm + 1e-6);
+          if (coef < 1) {
+            strat.scale_grads(coef);
+            clipped = true;
+            ++clipped_steps_;
+          }
+        }
+        strat.optimizer_step(s_.adamw, lr);
+      }
+    }
+    counters_->end(metrics::Phase::kOptimizer);
+    const double t_end = sys::now_s();
+    const comm::CommStats c1 = comm->stats();
+    t.optimizer = (t_end - o0) - (c1.wait_s - ow0);
+    t.comm = (c1.wait_s - c0.wait_s) + ctrl;
+    t.step = t_end - t0;
+    trace_span("optimizer", o0, t_end);
+    trace_span("step", t0, t_end, 0);
+
+    const double flops = double(tokens) * s_.flops_per_token;
+    row[schema::kTrial] = trial;
+    row[schema::kStep] = double(step);
+    row[schema::kRank] = rank_;
+    row[schema::kLoss] = loss;
+    row[schema::kLr] = lr;
+    row[schema::kGradNorm] = norm;
+    row[schema::kClipped] = clipped ? 1 : 0;
+    row[schema::kTokens] = double(tokens);
+    row[schema::kLossTokens] = double(loss_tokens);
+    row[schema::kStepS] = t.step;
+    row[schema::kDataS] = t.data;
+    row[schema::kForwardS] = t.forward;
+    row[schema::kBackwardS] = t.backward;
+    row[schema::kCommExposedS] = t.comm;
+    row[schema::kOptimizerS] = t.optimizer;
+    row[schema::kTokensPerS] = double(tokens) / t.step;
+    row[schema::kFlops] = flops;
+    row[schema::kMfu] = flops / t.step / s_.peak.flops_per_s;
+    row[schema::kMemCurrent] = double(metrics::tensor_bytes_current());
+    row[schema::kMemPeak] = double(metrics::tensor_bytes_peak());
+    row[schema::kRssPeak] = double(sys::peak_rss());
+    using K = comm::CollectiveKind;
+    auto bytes = [&](K k) { return double(c1.bytes[int(k)] - c0.bytes[int(k)]); };
+    row[schema::kBytesAllReduce] = bytes(K::kAllReduce);
+    row[schema::kBytesReduceScatter] = bytes(K::kReduceScatter);
+    row[schema::kBytesAllGather] = bytes(K::kAllGather);
+    row[schema::kBytesBroadcast] = bytes(K::kBroadcast);
+    row[schema::kBytesAllToAll] = bytes(K::kAllToAll);
+    counts_.push_back(counters_->take_step());
+    return loss;
+  }
+
+  static metrics::TraceRecorder::Clock::time_point to_tp(double s) {
+    // sys::now_s() is steady_clock seconds since its epoch.
+    return metrics::TraceRecorder::Clock::time_point(
+        std::chrono::duration_cast<metrics::TraceRecorder::Clock::duration>(std::chrono::duration<double>(s)));
+  }
+
+  void trace_span(const char* name, double t0, double t1, int tid = 0) {
+    if (!trace_.enabled()) return;
+    trace_.record(name, "phase", trace_.to_us(to_tp(t0)), (t1 - t0) * 1e6, tid);
+  }
+
+  void save_outputs(strategy::TrainingStrategy& strat, const strategy::FullState& st) {
+    if (rank_ == 0 && c_.checkpoint.save_adapter && s_.layout.lora.enabled) {
+      const std::string dir = (fs::path(env_.run_dir) / "adapter").string();
+      lora::save_adapter(dir, s_.layout, st.params, c_.model.path.empty() ? c_.model.preset : c_.model.path);
+      log::info("adapter: " + dir);
+    }
+  }
+
+  void finish();
+
+  const TrainEnv& env_;
+  const RunConfig& c_;
+  Setup& s_;
+  StepLog log_;
+  int rank_ = 0, world_ = 1;
+  std::unique_ptr<metrics::PhaseCounters> counters_;
+  std::vector<metrics::PhaseCounts> counts_;
+  metrics::TraceRecorder trace_;
+  strategy::MemoryPrediction prediction_;
+  int64_t clipped_steps_ = 0, skipped_steps_ = 0;
+  bool losses_finite_ = true, replicas_equal_ = true;
+  double pass_t0_ = 0;
+};
+
+// Summary, cross-rank statistics and validation (rank 0 writes), traces.
+void Trainer::finish() {
+  if (trace_.enabled()) {
+    const std::string path = (fs::path(env_.run_dir) / strformat("trace_rank%d.json", rank_)).string();
+    trace_.write(path);
+  }
+  if (env_.run == nullptr) return;
+  io::RunFileWriter& run = *env_.run;
+  const auto& rows = log_.rows();
+  const size_t ncol = schema::kNumStepColumns;
+  const size_t nrows = rows.size() / ncol;
+  auto at_ = [&](size_t r, int col) { return rows[r * ncol + size_t(col)]; };
+  const int warm = c_.run.warmup_steps;
+
+  // Per trial: per measured step the max-over-ranks step time and the global tokens.
+  std::vector<std::vector<double>> step_max(c_.run.repeat), tok_s(c_.run.repeat);
+  std::vector<double> step_max_all, mfu_all;
+  std::vector<std::vector<double>> per_rank_step(world_), per_rank_phase[5];
+  for (auto& v : per_rank_phase) v.resize(world_);
+  double loss_first = NAN, loss_last = NAN, mem_peak = 0, rss_peak = 0;
+  for (size_t r = 0; r < nrows; r += size_t(world_)) {
+    const int trial = int(at_(r, schema::kTrial));
+    const int64_t step = int64_t(at_(r, schema::kStep));
+    double smax = 0, tok = 0, flops = 0;
+    for (int w = 0; w < world_; ++w) {
+      smax = std::max(smax, at_(r + w, schema::kStepS));
+      tok += at_(r + w, schema::kTokens);
+      flops += at_(r + w, schema::kFlops);
+      mem_peak = std::max(mem_peak, at_(r + w, schema::kMemPeak));
+      rss_peak = std::max(rss_peak, at_(r + w, schema::kRssPeak));
+      if (step >= warm) {
+        per_rank_step[w].push_back(at_(r + w, schema::kStepS));
+        const int cols[5] = {schema::kDataS, schema::kForwardS, schema::kBackwardS, schema::kCommExposedS,
+                             schema::kOptimizerS};
+        for (int p = 0; p < 5; ++p) per_rank_phase[p][w].push_back(at_(r + w, cols[p]));
+      }
+    }
+    if (trial == 0 && step == 0) loss_first = at_(r, schema::kLoss);
+    if (trial == 0) loss_last = at_(r, schema::kLoss);
+    step_max[trial].push_back(smax);
+    tok_s[trial].push_back(tok / smax);
+    if (step >= warm) {
+      step_max_all.push_back(smax);
+      mfu_all.push_back(flops / smax / (s_.peak.flops_per_s * world_));
+    }
+  }
+  metrics::RepeatSummary st = metrics::summarize_repeats(step_max, size_t(warm));
+  metrics::RepeatSummary tk = metrics::summarize_repeats(tok_s, size_t(warm));
+  const auto& L = s_.layout;
+  run.write_summary("strategy", c_.parallel.strategy);
+  run.write_summary("world_size", double(world_));
+  run.write_summary("micro_batch", double(c_.train.micro_batch));
+  run.write_summary("grad_accum", double(c_.train.grad_accum));
+  run.write_summary("global_batch_size", double(s_.geo.global_batch()));
+  run.write_summary("seq_len", double(c_.data.seq_len));
+  run.write_summary("dtype", c_.model.dtype);
+  run.write_summary("model", L.shape.name);
+  run.write_summary("total_params", double(L.total_params()));
+  run.write_summary("trainable_params", double(L.trainable_params()));
+  run.write_summary("trainable_ratio", double(L.trainable_params()) / double(L.total_params()));
+  run.write_summary("trials", double(c_.run.repeat));
+  run.write_summary("measured_steps", double(st.steps_per_trial_used));
+  run.write_summary("step_time_mean_s", st.mean);
+  run.write_summary("step_time_std_s", st.trial_means.size() > 1 ? st.stddev : 0.0);
+  run.write_summary("step_time_median_s", metrics::median(step_max_all));
+  run.write_summary("tokens_per_s_mean", tk.mean);
+  run.write_summary("tokens_per_s_std", tk.trial_means.size() > 1 ? tk.stddev : 0.0);
+  run.write_summary("loss_first", loss_first);
+  run.write_summary("loss_last", loss_last);
+  run.write_summary("mem_peak_bytes_max", mem_peak);
+  run.write_summary("rss_peak_bytes_max", rss_peak);
+  run.write_summary("flops_per_step", s_.flops_per_token * double(s_.geo.tokens_per_step()));
+  run.write_summary("flops_per_token", s_.flops_per_token);
+  run.write_summary("peak_flops_per_rank", s_.peak.flops_per_s);
+  run.write_summary("peak_flops_source", s_.peak.source);
+  run.write_summary("peak_flops_detail", s_.peak.detail);
+  run.write_summary("mfu_mean", metrics::mean(mfu_all));
+  run.write_summary("clipped_steps", double(clipped_steps_));
+  run.write_summary("skipped_steps", double(skipped_steps_));
+  run.write_summary("skipped_records", double(s_.source->skipped_records()));
+  run.write_summary("data_source", s_.source->describe());
+  run.write_summary("predicted_params_bytes", double(prediction_.params));
+  run.write_summary("predicted_grads_bytes", double(prediction_.grads));
+  run.write_summary("predicted_optimizer_bytes", double(prediction_.optimizer));
+  run.write_summary("predicted_model_state_bytes", double(prediction_.total()));
+  run.write_summary("predicted_formula", prediction_.formula);
+  run.write_summary("papi_status", counters_->status());
+
+  // Across ranks: each rank's mean over measured steps, then min / median / max and the straggler.
+  auto rank_means = [&](const std::vector<std::vector<double>>& v) {
+    std::vector<double> out;
+    for (const auto& x : v) out.push_back(x.empty() ? 0.0 : metrics::mean(x));
+    return out;
+  };
+  metrics::RankSummary rs = metrics::summarize_ranks(rank_means(per_rank_step));
+  run.write_summary("step_time_rank_min_s", rs.min);
+  run.write_summary("step_time_rank_median_s", rs.median);
+  run.write_summary("step_time_rank_max_s", rs.max);
+  run.write_summary("straggler_ratio", rs.straggler_ratio);
+  run.write_summary("slowest_rank", double(rs.slowest_rank));
+  const char* names[5] = {"data", "forward", "backward", "comm_exposed", "optimizer"};
+  for (int p = 0; p < 5; ++p) {
+    metrics::RankSummary ps = metrics::summarize_ranks(rank_means(per_rank_phase[p]));
+    run.write_summary(std::string(names[p]) + "_s_rank_min", ps.min);
+    run.write_summary(std::string(names[p]) + "_s_rank_median", ps.median);
+    run.write_summary(std::string(names[p]) + "_s_rank_max", ps.max);
+  }
+
+  // Validation: the run's own consistency checks (HPCG-style verdict).
+  std::vector<io::ValidationCheck> checks;
+  checks.push_back({"losses_finite", losses_finite_, losses_finite_ ? "every step's loss is finite"
+                                                                    : "a step had a non-finite loss"});
+  checks.push_back({"replicas_identical", replicas_equal_,
+                    replicas_equal_ ? "the trainable state is bitwise identical on every rank"
+                                    : "ranks ended with different trainable state"});
+  size_t bad = 0, measured = 0;
+  double worst = 0;
+  for (size_t r = 0; r < nrows; ++r) {
+    const double step = at_(r, schema::kStepS);
+    const double sum = at_(r, schema::kDataS) + at_(r, schema::kForwardS) + at_(r, schema::kBackwardS) +
+                       at_(r, schema::kCommExposedS) + at_(r, schema::kOptimizerS);
+    const double gap = std::abs(step - sum);
+    worst = std::max(worst, gap / step);
+    ++measured;
+    if (gap > std::max(0.05 * step, 0.002)) ++bad;
+  }
+  checks.push_back({"phases_add_up", bad == 0,
+                    strformat("data+forward+backward+comm+optimizer within 5%% (or 2 ms) of step_s in %zu/%zu rows; "
+                              "worst gap %.1f%%",
+                              measured - bad, measured, 100 * worst)});
+  run.write_validation(checks);
+  run.set_status(schema::kStatusCompleted);
+  log::info(strformat("run: %s  (%s, %.3f s/step, %.1f tokens/s, verdict %s)", run.path().c_str(),
+                      c_.parallel.strategy.c_str(), st.mean, tk.mean,
+                      std::all_of(checks.begin(), checks.end(), [](auto& x) { return x.passed; }) ? "VALID"
+                                                                                                   : "INVALID"));
+}
+
+}  // namespace
+
+int run_training(const TrainEnv& env) {
+  Setup s = make_setup(env);
+  const RunConfig& c = *env.cfg;
+  log::info(strformat("model %s: %s parameters, %s trainable (%.3f%%), %s, %d layers",
+                      s.layout.shape.name.c_str(), std::to_string(s.layout.total_params()).c_str(),
+                      std::to_string(s.layout.trainable_params()).c_str(),
+                      100.0 * double(s.layout.trainable_params()) / double(s.layout.total_params()),
+                      c.model.dtype.c_str(), int(s.layout.shape.layers)));
+  log::info(strformat("batch: micro_batch %d x grad_accum %d x world %d = global batch %lld sequences of %d tokens",
+                      s.geo.micro_batch, s.geo.grad_accum, s.geo.world_size, (long long)s.geo.global_batch(),
+                      s.geo.seq_len));
+  log::info("data: " + s.source->describe());
+  log::info(strformat("peak: %.1f GFLOP/s per rank (%s: %s)", s.peak.flops_per_s / 1e9, s.peak.source.c_str(),
+                      s.peak.detail.c_str()));
+  Trainer t(env, s);
+  try {
+    return t.run();
+  } catch (const NumericsError& e) {
+    log::info(std::string("stopped: ") + e.what());
+    if (env.run) env.run->set_status(schema::kStatusFailed, e.what());
+    return 3;
+  }
+}
+
+}  // namespace lorabench::train

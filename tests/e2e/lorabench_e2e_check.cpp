@@ -1,0 +1,95 @@
+// Checks the outputs of the comm/doctor end-to-end tests:
+//   lorabench_e2e_check comm-run RUN.h5 ROWS RANKS   a completed, VALID comm run file with ROWS result rows
+//   lorabench_e2e_check doctor-json FILE             lorabench doctor --json output: one object, every check
+// Prints what is wrong and exits 1, or prints "ok" and exits 0.
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "lorabench/io/run_file.hpp"
+#include "lorabench/io/schema.hpp"
+
+namespace {
+
+int failures = 0;
+void expect(bool ok, const std::string& what) {
+  if (!ok) {
+    std::fprintf(stderr, "FAIL: %s\n", what.c_str());
+    ++failures;
+  }
+}
+
+void check_comm_run(const std::string& path, size_t rows, size_t ranks) {
+  namespace s = lorabench::schema;
+  lorabench::io::RunFileReader r(path);
+  auto root = r.root();
+  expect(r.kind() == s::kKindComm, "kind is " + r.kind());
+  expect(root["status"] == s::kStatusCompleted, "status is " + root["status"]);
+  expect(root["verdict"] == "VALID", "verdict is " + root["verdict"]);
+  auto t = lorabench::h5::read_table(r.file(), s::kCommResults);
+  for (const auto& c : s::comm_result_columns()) expect(t.count(c.name) == 1, std::string("column ") + c.name);
+  expect(t["op"].size() == rows, "rows: " + std::to_string(t["op"].size()) + " expected " + std::to_string(rows));
+  for (size_t i = 0; i < t["op"].size(); ++i) {
+    expect(t["check_passed"][i] == 1, "row " + std::to_string(i) + " check_passed");
+    expect(t["wrong"][i] == 0, "row " + std::to_string(i) + " wrong");
+    expect(t["time_avg_s"][i] > 0 && t["busbw_GBps"][i] > 0, "row " + std::to_string(i) + " time/busbw");
+    expect(t["raw_mpi_time_s"][i] > 0 && t["memcpy_time_s"][i] > 0, "row " + std::to_string(i) + " raw/memcpy");
+    expect(t["op"][i] >= 0 && t["op"][i] < 5, "row " + std::to_string(i) + " op code");
+  }
+  auto ops = lorabench::h5::read_strings(r.file(), s::kCommOpNames);
+  expect(ops.size() == 5 && ops[0] == "all_reduce" && ops[4] == "all_to_all", "op names");
+  auto dtypes = lorabench::h5::read_strings(r.file(), s::kCommDtypeNames);
+  expect(dtypes.size() == 5 && dtypes[1] == "bf16", "dtype names");
+  auto prov = r.provenance();
+  for (const char* k : {"mpi_library", "host", "cpu_model", "hdf5_version", "argv"})
+    expect(!prov[k].empty(), std::string("provenance ") + k);
+  auto cfg = r.config();
+  for (const char* k : {"comm.ops", "comm.min_bytes", "comm.max_bytes", "comm.dtype", "comm.iters", "comm.backend"})
+    expect(cfg.count(k) == 1, std::string("config ") + k);
+  expect(r.ranks()["rank"].size() == ranks, "ranks rows");
+  auto v = r.validation();
+  expect(!v.empty(), "validation checks");
+  for (const auto& c : v) expect(c.passed, "validation " + c.name + ": " + c.detail);
+}
+
+void check_doctor_json(const std::string& path) {
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  nlohmann::json j = nlohmann::json::parse(text);  // one object, nothing else on stdout
+  expect(j.is_object(), "a JSON object");
+  expect(j.value("ok", false), "ok is true");
+  std::set<std::string> names;
+  for (const auto& c : j.at("checks")) {
+    names.insert(c.at("name").get<std::string>());
+    std::string st = c.at("status").get<std::string>();
+    expect(st == "ok" || st == "info" || st == "warn", c.at("name").get<std::string>() + " status " + st);
+  }
+  for (const char* n : {"mpi", "rendezvous", "ranks", "output_dir", "hdf5", "papi", "cuda", "libtorch", "blas"})
+    expect(names.count(n) == 1, std::string("check ") + n);
+  for (const auto& c : j.at("checks"))
+    if (c.at("name") == "hdf5") expect(c.at("status") == "ok", "hdf5 collective test passed");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::string mode = argc > 1 ? argv[1] : "";
+    if (mode == "comm-run" && argc == 5) {
+      check_comm_run(argv[2], std::stoul(argv[3]), std::stoul(argv[4]));
+    } else if (mode == "doctor-json" && argc == 3) {
+      check_doctor_json(argv[2]);
+    } else {
+      std::fprintf(stderr, "usage: lorabench_e2e_check comm-run RUN.h5 ROWS RANKS | doctor-json FILE\n");
+      return 2;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "FAIL: %s\n", e.what());
+    return 1;
+  }
+  if (failures == 0) std::printf("ok\n");
+  return failures == 0 ? 0 : 1;
+}

@@ -1,0 +1,1 @@
+lorabench_unit_test(test_config SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_config.cpp LIBS lorabench_config)

@@ -1,0 +1,132 @@
+#include <gtest/gtest.h>
+
+#include "lorabench/config/options.hpp"
+#include "lorabench/core/error.hpp"
+
+using lorabench::ConfigError;
+using lorabench::parse_run_config;
+using lorabench::RunConfig;
+using lorabench::validate_run_config;
+using lorabench::ValidationContext;
+
+namespace {
+
+// Returns the ConfigError message of parsing `text` (fails the test when parsing succeeds).
+std::string parse_error(const std::string& text, const std::vector<std::string>& sets = {}) {
+  try {
+    parse_run_config("inputs/x.ini", text, sets);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a ConfigError for:\n" << text;
+  return "";
+}
+
+std::string validate_error(const RunConfig& c, int world) {
+  try {
+    validate_run_config(c, ValidationContext{world, false, false});
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a validation ConfigError";
+  return "";
+}
+
+}  // namespace
+
+TEST(Config, DefaultsComeFromTheTable) {
+  RunConfig c = lorabench::default_run_config();
+  EXPECT_EQ(c.model.preset, "qwen2.5-0.5b");
+  EXPECT_EQ(c.run.output_dir, "outputs");
+  EXPECT_EQ(c.train.micro_batch, 1);
+  EXPECT_DOUBLE_EQ(c.train.beta2, 0.999);
+  EXPECT_EQ(c.lora.targets.size(), 7u);
+  for (const auto& o : lorabench::option_table()) {
+    // The printed value reads back as the same value (what the run file and the table show is exact).
+    RunConfig d = lorabench::default_run_config();
+    o.set(d, o.get(c));
+    EXPECT_EQ(o.get(d), o.get(c)) << o.key;
+  }
+}
+
+TEST(Config, ParsesSectionsAndOverrides) {
+  RunConfig c = parse_run_config("a.ini",
+                                 "[run]\nsteps = 7\n# comment\n[train]\nlr = 3e-4\ngrad_accum=4\n"
+                                 "[lora]\ntargets = q, v\n",
+                                 {"train.lr=5e-5", "parallel.strategy=ddp"});
+  EXPECT_EQ(c.run.steps, 7);
+  EXPECT_DOUBLE_EQ(c.train.lr, 5e-5);  // --set wins over the file
+  EXPECT_EQ(c.train.grad_accum, 4);
+  EXPECT_EQ(c.parallel.strategy, "ddp");
+  EXPECT_EQ(c.lora.targets, (std::vector<std::string>{"q", "v"}));
+  EXPECT_EQ(c.origin.at("run.steps"), "a.ini:2");
+  EXPECT_EQ(c.origin.at("train.lr"), "--set");
+  EXPECT_EQ(c.origin.at("model.dtype"), "default");
+}
+
+TEST(Config, UnknownKeyNamesFileLineAndKey) {
+  std::string e = parse_error("[run]\nsteps = 3\n[train]\nlearning_rate = 1\n");
+  EXPECT_NE(e.find("inputs/x.ini:4"), std::string::npos) << e;
+  EXPECT_NE(e.find("train.learning_rate"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown key"), std::string::npos) << e;
+}
+
+TEST(Config, BadValuesNameTheirKeys) {
+  std::string e = parse_error("[train]\nlr = fast\nmicro_batch = 0\n[model]\ndtype = fp8\n[run]\nquiet = maybe\n");
+  EXPECT_NE(e.find("inputs/x.ini:2: train.lr: expected a finite number"), std::string::npos) << e;
+  EXPECT_NE(e.find("inputs/x.ini:3: train.micro_batch: must be in [1, 1048576], got 0"), std::string::npos) << e;
+  EXPECT_NE(e.find("inputs/x.ini:5: model.dtype: expected one of fp32|bf16"), std::string::npos) << e;
+  EXPECT_NE(e.find("inputs/x.ini:7: run.quiet: expected true or false"), std::string::npos) << e;
+}
+
+TEST(Config, EveryTypedKeyRejectsGarbage) {
+  // Each key that is not a free-form string or list must refuse a nonsense value and name itself.
+  for (const auto& o : lorabench::option_table()) {
+    if (o.type == "string" || o.type == "list") continue;
+    std::string e = parse_error("", {o.key + "=@@"});
+    EXPECT_NE(e.find("--set: " + o.key + ":"), std::string::npos) << o.key << " -> " << e;
+  }
+}
+
+TEST(Config, DuplicateKeysAndSyntax) {
+  std::string e = parse_error("[run]\nsteps = 3\nsteps = 4\n");
+  EXPECT_NE(e.find("inputs/x.ini:3: run.steps: set more than once (first on line 2)"), std::string::npos) << e;
+  e = parse_error("[run]\nthis line is not a key\n");
+  EXPECT_NE(e.find("inputs/x.ini:2"), std::string::npos) << e;
+}
+
+TEST(Config, SetOverrideErrors) {
+  std::string e = parse_error("", {"nonsense"});
+  EXPECT_NE(e.find("expected section.key=value"), std::string::npos) << e;
+  e = parse_error("", {"train.nope=1"});
+  EXPECT_NE(e.find("--set: train.nope: unknown key"), std::string::npos) << e;
+  e = parse_error("", {"lora.targets=q,qq"});
+  EXPECT_NE(e.find("lora.targets: unknown target \"qq\""), std::string::npos) << e;
+  e = parse_error("", {"train.betas=0.9"});
+  EXPECT_NE(e.find("train.betas"), std::string::npos) << e;
+}
+
+TEST(Config, ValidationNamesKeyAndWhere) {
+  RunConfig c = parse_run_config("a.ini", "[parallel]\nstrategy = single\n", {});
+  std::string e = validate_error(c, 2);
+  EXPECT_NE(e.find("a.ini:2: parallel.strategy: single runs on one rank"), std::string::npos) << e;
+  EXPECT_NO_THROW(validate_run_config(c, ValidationContext{1, false, false}));
+
+  c = parse_run_config("a.ini", "[parallel]\nstrategy = ddp\nbackend = nccl\n", {});
+  e = validate_error(c, 2);
+  EXPECT_NE(e.find("a.ini:3: parallel.backend: nccl was asked for but this build has no NCCL"), std::string::npos) << e;
+
+  c = parse_run_config("a.ini", "[run]\nsteps = 2\nwarmup_steps = 2\n[data]\nformat = alpaca\n", {});
+  e = validate_error(c, 1);
+  EXPECT_NE(e.find("run.warmup_steps"), std::string::npos) << e;
+  EXPECT_NE(e.find("data.path"), std::string::npos) << e;  // every problem in one message
+}
+
+TEST(Config, HelpAndMarkdownListEveryKey) {
+  std::string help = lorabench::options_help();
+  std::string md = lorabench::options_markdown();
+  for (const auto& o : lorabench::option_table()) {
+    EXPECT_NE(help.find(o.key), std::string::npos) << o.key;
+    EXPECT_NE(md.find("`" + o.key + "`"), std::string::npos) << o.key;
+  }
+}

@@ -1,0 +1,65 @@
+// Statistics helpers on inputs whose results are known.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "lorabench/core/error.hpp"
+#include "lorabench/metrics/stats.hpp"
+
+namespace m = lorabench::metrics;
+
+TEST(Stats, BasicSummaries) {
+  const std::vector<double> v = {4, 1, 3, 2};
+  EXPECT_DOUBLE_EQ(m::mean(v), 2.5);
+  // deviations -1.5 -0.5 0.5 1.5 -> squares sum 5, / (n-1 = 3)
+  EXPECT_DOUBLE_EQ(m::sample_stddev(v), std::sqrt(5.0 / 3.0));
+  EXPECT_DOUBLE_EQ(m::median(v), 2.5);
+  EXPECT_DOUBLE_EQ(m::median({3, 1, 2}), 2.0);
+  EXPECT_DOUBLE_EQ(m::min_of(v), 1.0);
+  EXPECT_DOUBLE_EQ(m::max_of(v), 4.0);
+  EXPECT_TRUE(std::isnan(m::sample_stddev({7})));
+  EXPECT_DOUBLE_EQ(m::sample_stddev({2, 2, 2}), 0.0);
+}
+
+TEST(Stats, PercentilesInterpolateLinearly) {
+  const std::vector<double> v = {40, 10, 30, 20};  // sorted 10 20 30 40
+  EXPECT_DOUBLE_EQ(m::percentile(v, 0), 10);
+  EXPECT_DOUBLE_EQ(m::percentile(v, 100), 40);
+  EXPECT_DOUBLE_EQ(m::percentile(v, 90), 37);  // position 3 x 0.9 = 2.7 -> 30 + 0.7 x 10
+  EXPECT_DOUBLE_EQ(m::percentile({1, 2, 3, 4, 5}, 25), 2);
+  EXPECT_DOUBLE_EQ(m::percentile({5}, 99), 5);
+  EXPECT_THROW(m::percentile(v, 101), lorabench::Error);
+  EXPECT_THROW(m::mean({}), lorabench::Error);
+  EXPECT_THROW(m::median({}), lorabench::Error);
+}
+
+TEST(Stats, RankSummaryFindsTheStraggler) {
+  const auto r = m::summarize_ranks({1.0, 1.2, 0.9, 2.0});
+  EXPECT_DOUBLE_EQ(r.min, 0.9);
+  EXPECT_DOUBLE_EQ(r.median, 1.1);
+  EXPECT_DOUBLE_EQ(r.max, 2.0);
+  EXPECT_DOUBLE_EQ(r.straggler_ratio, 2.0 / 1.1);
+  EXPECT_EQ(r.slowest_rank, 3u);
+  EXPECT_EQ(r.fastest_rank, 2u);
+  const auto even = m::summarize_ranks({0.5, 0.5});
+  EXPECT_DOUBLE_EQ(even.straggler_ratio, 1.0);
+  EXPECT_EQ(even.slowest_rank, 0u);  // ties: the lowest rank
+  EXPECT_TRUE(std::isnan(m::summarize_ranks({0, 0, 1}).straggler_ratio));
+}
+
+TEST(Stats, RepeatsDropWarmupThenSummarizeTrialMeans) {
+  // Warm-up step 0 (the slow first step) is excluded; trial means 5, 6, 7 -> 6 +- 1.
+  const auto r = m::summarize_repeats({{10, 5, 5, 5}, {12, 6, 6, 6}, {11, 7, 8, 6}}, 1);
+  ASSERT_EQ(r.trial_means.size(), 3u);
+  EXPECT_DOUBLE_EQ(r.trial_means[0], 5);
+  EXPECT_DOUBLE_EQ(r.trial_means[1], 6);
+  EXPECT_DOUBLE_EQ(r.trial_means[2], 7);
+  EXPECT_DOUBLE_EQ(r.mean, 6);
+  EXPECT_DOUBLE_EQ(r.stddev, 1);
+  EXPECT_EQ(r.steps_per_trial_used, 3u);
+  const auto one = m::summarize_repeats({{3, 4}}, 0);
+  EXPECT_DOUBLE_EQ(one.mean, 3.5);
+  EXPECT_TRUE(std::isnan(one.stddev));
+  EXPECT_THROW(m::summarize_repeats({{1, 2}}, 2), lorabench::Error);
+  EXPECT_THROW(m::summarize_repeats({}, 0), lorabench::Error);
+}
