@@ -371,7 +371,11 @@ int comm_main(MpiSession& mpi, int argc, char** argv) {
                      backend == "nccl" ? "all iters queued on the stream, then one wait (nccl-tests' way)"
                                        : "each call issued and waited for in turn");
       h5::write_strings(out->file(), schema::kCommOpNames, comm::bench_op_names());
-      h5::write_strings(out->file(), schema::kCommDtypeNames, {"fp32", "bf16", "fp16", "int32", "int64"});
+      std::vector<std::string> dtype_names;  // indexed by DataType code
+      for (auto t : {comm::DataType::kFloat32, comm::DataType::kBFloat16, comm::DataType::kFloat16,
+                     comm::DataType::kInt32, comm::DataType::kInt64, comm::DataType::kFloat64})
+        dtype_names.emplace_back(comm::dtype_name(t));
+      h5::write_strings(out->file(), schema::kCommDtypeNames, dtype_names);
       h5::Table table = h5::Table::create(out->file(), schema::kCommResults, schema::comm_result_table_columns(), 64);
       std::vector<double> data;
       std::vector<std::string> details;

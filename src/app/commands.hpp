@@ -7,6 +7,7 @@
 namespace lorabench::app {
 
 int train_main(MpiSession& mpi, int argc, char** argv);  // lorabench INPUT.ini [--set k=v ...]
+int keys_main(MpiSession& mpi, int argc, char** argv);   // lorabench keys [--markdown]
 int tokenize_main(MpiSession& mpi, int argc, char** argv);  // lorabench tokenize [--tokenizer F] [--chat|--decode]
 int comm_main(MpiSession& mpi, int argc, char** argv);      // lorabench comm [--ops ...] [--config F.ini] (collective)
 int doctor_main(MpiSession& mpi, int argc, char** argv);    // lorabench doctor [--json] (collective)

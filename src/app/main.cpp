@@ -29,13 +29,14 @@ const Subcommand kSubcommands[] = {
     {"tokenize", &lorabench::app::tokenize_main, "text, chat JSON or ids on stdin -> token ids or text (Qwen2.5)"},
     {"comm", &lorabench::app::comm_main, "collective benchmark (nccl-tests style) -> table + run file"},
     {"doctor", &lorabench::app::doctor_main, "check MPI, rendezvous, HDF5, PAPI, CUDA/NCCL, threads, BLAS"},
+    {"keys", &lorabench::app::keys_main, "every input key with type, default and meaning (--markdown for docs)"},
 };
 
 void print_usage() {
   std::printf("usage: lorabench INPUT.ini [--set section.key=value ...]\n"
               "       lorabench <subcommand> [options]   (lorabench <subcommand> --help)\n\nsubcommands:\n");
   for (const auto& s : kSubcommands) std::printf("  %-12s %s\n", s.name, s.summary);
-  std::printf("\nlorabench --help-keys prints every input key.\n");
+  std::printf("\nlorabench keys prints every input key (docs/input-reference.md).\n");
 }
 
 }  // namespace

@@ -95,6 +95,13 @@ io::KeyValues provenance(const MpiSession& mpi, const comm::Topology& topo, cons
 
 }  // namespace
 
+int keys_main(MpiSession& mpi, int argc, char** argv) {
+  bool markdown = argc > 1 && std::string(argv[1]) == "--markdown";
+  if (argc > 1 && !markdown) throw ConfigError(std::string("keys: unknown option ") + argv[1] + " (--markdown)");
+  if (mpi.rank() == 0) std::printf("%s", markdown ? options_markdown().c_str() : options_help().c_str());
+  return 0;
+}
+
 int train_main(MpiSession& mpi, int argc, char** argv) {
   std::string input;
   std::vector<std::string> sets;

@@ -124,7 +124,7 @@ const std::vector<BenchKey>& bench_keys() {
       {"min_bytes", "1K", "smallest size (bytes; K/M/G suffixes are powers of 1024)"},
       {"max_bytes", "16M", "largest size"},
       {"factor", "4", "size multiplier between rows (> 1)"},
-      {"dtype", "fp32", "element type: fp32, bf16, fp16, int32, int64"},
+      {"dtype", "fp32", "element type: fp32, bf16, fp16, int32, int64, fp64"},
       {"warmup", "5", "untimed calls per row"},
       {"iters", "20", "timed calls per row"},
       {"check", "1", "verify each row against its closed form (1/0)"},
@@ -312,6 +312,7 @@ double bench_value(DataType t, int rank, size_t i) {
     case DataType::kFloat32: return static_cast<double>(((r + 1) * (k % 13 + 1)) % 97 - 48);
     case DataType::kInt32: return static_cast<double>((r + 1) * (k % 13 + 1) - 7);
     case DataType::kInt64: return static_cast<double>((r + 1) * (k % 13 + 1) - 7 + r * (int64_t(1) << 33));
+    case DataType::kFloat64: return static_cast<double>(((r + 1) * (k % 13 + 1)) % 97 - 48) + 0.25;
   }
   return 0;
 }
@@ -325,6 +326,7 @@ void store(void* base, DataType t, size_t i, double v) {
     case DataType::kFloat16: static_cast<uint16_t*>(base)[i] = f32_to_f16(static_cast<float>(v)); break;
     case DataType::kInt32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
     case DataType::kInt64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
+    case DataType::kFloat64: static_cast<double*>(base)[i] = v; break;
   }
 }
 
@@ -335,6 +337,7 @@ double load(const void* base, DataType t, size_t i) {
     case DataType::kFloat16: return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
     case DataType::kInt32: return static_cast<const int32_t*>(base)[i];
     case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
+    case DataType::kFloat64: return static_cast<const double*>(base)[i];
   }
   return 0;
 }
@@ -344,7 +347,8 @@ double sentinel(DataType t) {
   switch (t) {
     case DataType::kFloat32:
     case DataType::kBFloat16:
-    case DataType::kFloat16: return std::nan("");
+    case DataType::kFloat16:
+    case DataType::kFloat64: return std::nan("");
     case DataType::kInt32: return -2147483000.0;
     case DataType::kInt64: return -9.0e18;
   }

@@ -12,6 +12,7 @@ size_t dtype_size(DataType t) {
     case DataType::kFloat16: return 2;
     case DataType::kInt32: return 4;
     case DataType::kInt64: return 8;
+    case DataType::kFloat64: return 8;
   }
   return 0;
 }
@@ -23,6 +24,7 @@ const char* dtype_name(DataType t) {
     case DataType::kFloat16: return "fp16";
     case DataType::kInt32: return "int32";
     case DataType::kInt64: return "int64";
+    case DataType::kFloat64: return "fp64";
   }
   return "?";
 }
@@ -33,7 +35,8 @@ DataType dtype_from_name(const std::string& n) {
   if (n == "fp16" || n == "float16" || n == "half") return DataType::kFloat16;
   if (n == "int32") return DataType::kInt32;
   if (n == "int64") return DataType::kInt64;
-  throw ConfigError("unknown data type \"" + n + "\" (expected fp32, bf16, fp16, int32 or int64)");
+  if (n == "fp64" || n == "float64" || n == "double") return DataType::kFloat64;
+  throw ConfigError("unknown data type \"" + n + "\" (expected fp32, bf16, fp16, int32, int64 or fp64)");
 }
 
 const char* reduce_op_name(ReduceOp op) {

@@ -223,6 +223,7 @@ MPI_Datatype mpi_datatype(DataType t) {
     case DataType::kFloat16: return half_types().fp16;
     case DataType::kInt32: return MPI_INT32_T;
     case DataType::kInt64: return MPI_INT64_T;
+    case DataType::kFloat64: return MPI_DOUBLE;
   }
   return MPI_DATATYPE_NULL;
 }

@@ -62,6 +62,7 @@ ncclDataType_t nccl_type(DataType t) {
     case DataType::kFloat16: return ncclFloat16;
     case DataType::kInt32: return ncclInt32;
     case DataType::kInt64: return ncclInt64;
+    case DataType::kFloat64: return ncclFloat64;
   }
   throw CommError("nccl: unknown data type");
 }

@@ -1,6 +1,7 @@
 #include "lorabench/io/run_file.hpp"
 
 #include "lorabench/core/error.hpp"
+#include "lorabench/core/strings.hpp"
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/core/version.hpp"
 
@@ -56,6 +57,22 @@ void RunFileWriter::write_ranks(const std::vector<RankRow>& ranks) {
 void RunFileWriter::append_steps(const std::vector<double>& rows) {
   LB_CHECK(steps_.columns() == schema::kNumStepColumns, "this run file has no step table");
   steps_.append(rows, rows.size() / schema::kNumStepColumns);
+}
+
+void RunFileWriter::create_counters(const std::vector<std::string>& events, const std::vector<std::string>& via,
+                                    const std::vector<std::string>& phases) {
+  std::vector<h5::Column> cols = {{"trial", true}, {"step", true}, {"rank", true}, {"phase", true}, {"intervals", true}};
+  for (const auto& e : events) cols.push_back({e, true});
+  counters_ = h5::Table::create(file_, schema::kCounters, cols);
+  h5::Handle d(H5Dopen2(file_, schema::kCounters, H5P_DEFAULT));
+  h5::write_attr(d, "events", join(events, ","));
+  h5::write_attr(d, "via", join(via, ","));
+  h5::write_attr(d, "phases", join(phases, ","));
+}
+
+void RunFileWriter::append_counters(const std::vector<double>& rows) {
+  LB_CHECK(counters_.columns() > 0, "create_counters() first");
+  counters_.append(rows, rows.size() / counters_.columns());
 }
 
 void RunFileWriter::write_summary(const std::string& name, double value) { h5::write_attr(summary_, name, value); }

@@ -81,7 +81,8 @@ class ReplicatedStrategy final : public TrainingStrategy {
     sync_now_ = (world_ > 1 || kind_ == Kind::kZero2) && (spec_.sync_every_micro || micro == spec_.grad_accum - 1);
     // ddp/zero1 reducing every micro-step with accumulation: this micro-step's gradients go to a
     // scratch buffer that is reduced and then added, so earlier micro-steps are not reduced twice.
-    use_scratch_ = sync_now_ && spec_.grad_accum > 1 && (kind_ == Kind::kDdp || kind_ == Kind::kZero1);
+    use_scratch_ = sync_now_ && spec_.sync_every_micro && spec_.grad_accum > 1 &&
+                   (kind_ == Kind::kDdp || kind_ == Kind::kZero1);
     for (auto& b : buckets_) {
       b.remaining = static_cast<int>(b.units.size());
       if (use_scratch_) b.scratch = at::zeros({b.padded}, at::kFloat);

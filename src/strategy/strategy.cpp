@@ -14,6 +14,7 @@ comm::DataType comm_dtype(at::ScalarType t) {
     case at::kHalf: return comm::DataType::kFloat16;
     case at::kInt: return comm::DataType::kInt32;
     case at::kLong: return comm::DataType::kInt64;
+    case at::kDouble: return comm::DataType::kFloat64;
     default: throw Error(std::string("no communicator type for ") + c10::toString(t));
   }
 }
@@ -41,12 +42,8 @@ void fill_unit(const model::ModelLayout& m, int u, const InitSource& src, const 
 }
 
 double all_reduce_sum(comm::Communicator* comm, double x) {
-  // The communicator reduces fp32; split the double into a high and a low fp32 part so the sum keeps
-  // ~48 bits (exact enough that every strategy reports the same norm to printing precision).
-  float parts[2] = {static_cast<float>(x), 0.f};
-  parts[1] = static_cast<float>(x - static_cast<double>(parts[0]));
-  comm->all_reduce(parts, 2, comm::DataType::kFloat32, comm::ReduceOp::kSum);
-  return static_cast<double>(parts[0]) + static_cast<double>(parts[1]);
+  comm->all_reduce(&x, 1, comm::DataType::kFloat64, comm::ReduceOp::kSum);
+  return x;
 }
 
 std::unique_ptr<TrainingStrategy> TrainingStrategy::create(const StrategySpec& spec, const model::ModelLayout& m,

@@ -29,6 +29,7 @@
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/train/control.hpp"
 #include "lorabench/train/schedule.hpp"
+#include "lorabench/train/step_runner.hpp"
 
 namespace fs = std::filesystem;
 
@@ -48,8 +49,7 @@ struct Setup {
   double flops_per_token = 0;
   metrics::PeakFlops peak;
   strategy::StrategySpec spec;
-  AdamWConfig adamw;
-  ScheduleSpec schedule;
+  StepConfig step;
 };
 
 model::ModelShape resolve_shape(const RunConfig& c) {
@@ -123,23 +123,23 @@ Setup make_setup(const TrainEnv& env) {
   s.spec.sync_every_micro =
       gs == "every" || (gs == "auto" && (c.parallel.strategy == "zero2" || c.parallel.strategy == "fsdp"));
 
-  s.adamw.beta1 = c.train.beta1;
-  s.adamw.beta2 = c.train.beta2;
-  s.adamw.eps = c.train.eps;
-  s.adamw.weight_decay = c.train.weight_decay;
-  s.schedule.kind = c.train.schedule;
-  s.schedule.lr = c.train.lr;
-  s.schedule.min_lr = c.train.min_lr;
-  s.schedule.warmup_steps = c.train.warmup_steps;
-  s.schedule.total_steps = c.run.steps;
+  StepConfig& sc = s.step;
+  sc.grad_accum = c.train.grad_accum;
+  sc.seed = c.run.seed;
+  sc.lora_dropout = c.lora.enabled && c.lora.dropout > 0;
+  sc.max_grad_norm = c.train.max_grad_norm;
+  sc.adamw.beta1 = c.train.beta1;
+  sc.adamw.beta2 = c.train.beta2;
+  sc.adamw.eps = c.train.eps;
+  sc.adamw.weight_decay = c.train.weight_decay;
+  sc.schedule.kind = c.train.schedule;
+  sc.schedule.lr = c.train.lr;
+  sc.schedule.min_lr = c.train.min_lr;
+  sc.schedule.warmup_steps = c.train.warmup_steps;
+  sc.schedule.total_steps = c.run.steps;
+  sc.options.activation_checkpointing = c.model.activation_checkpointing;
+  sc.nan_at_step = c.fault.nan_at_step;
   return s;
-}
-
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
 }
 
 // FNV-1a over the bytes of every defined tensor: equal on two ranks iff the values are bitwise equal.
@@ -155,15 +155,16 @@ int64_t state_digest(const std::vector<at::Tensor>& ts) {
   return static_cast<int64_t>(h >> 1);
 }
 
-struct StepTimes {
-  double data = 0, forward = 0, backward = 0, comm = 0, optimizer = 0, step = 0;
-};
-
 // Where rows accumulate until the next flush; rank 0 writes them.
 class StepLog {
  public:
   explicit StepLog(const TrainEnv& env) : env_(env) {}
   void add(const std::vector<double>& row) { pending_.insert(pending_.end(), row.begin(), row.end()); }
+  // Counter rows (trial, step, rank, phase, intervals, events...), when counters are recorded.
+  void add_counters(const std::vector<double>& rows) {
+    pending_counters_.insert(pending_counters_.end(), rows.begin(), rows.end());
+  }
+  void enable_counters(size_t width) { counter_width_ = width; }
   // Collective: gathers the pending rows of every rank to rank 0, which appends them in (step, rank)
   // order and flushes the file.
   void flush() {
@@ -180,9 +181,27 @@ class StepLog {
           ordered.insert(ordered.end(), src, src + schema::kNumStepColumns);
         }
       env_.run->append_steps(ordered);
-      env_.run->flush();
       rows_.insert(rows_.end(), ordered.begin(), ordered.end());
     }
+    if (counter_width_ > 0) {
+      // Every rank holds the same number of counter rows (kPhaseCount per step); rank order within a step.
+      std::vector<double> c = gather_to_root(env_.world, pending_counters_);
+      if (env_.run) {
+        const size_t per_rank = pending_counters_.size();
+        const size_t W = static_cast<size_t>(env_.topo->world_size);
+        const size_t block = counter_width_ * metrics::kPhaseCount;  // one step of one rank
+        const size_t steps = block ? per_rank / block : 0;
+        std::vector<double> ordered;
+        for (size_t st = 0; st < steps; ++st)
+          for (size_t w = 0; w < W; ++w) {
+            const double* src = c.data() + w * per_rank + st * block;
+            ordered.insert(ordered.end(), src, src + block);
+          }
+        env_.run->append_counters(ordered);
+      }
+      pending_counters_.clear();
+    }
+    if (env_.run) env_.run->flush();
     pending_.clear();
   }
   // Every row written so far (rank 0 only).
@@ -190,8 +209,9 @@ class StepLog {
 
  private:
   const TrainEnv& env_;
-  std::vector<double> pending_;
+  std::vector<double> pending_, pending_counters_;
   std::vector<double> rows_;
+  size_t counter_width_ = 0;
 };
 
 std::string progress_line(int trial, int trials, int64_t step, int64_t steps, double loss, double tok_s,
@@ -213,6 +233,23 @@ class Trainer {
   int run() {
     counters_ = std::make_unique<metrics::PhaseCounters>(
         metrics::PhaseCounters::create(c_.profile.papi_events, c_.profile.papi_fallback));
+    // Counters go to the run file when every rank counts the same events (same configuration, same
+    // kind of machine); the summary's papi_status says what was counted either way.
+    const std::string names = join(counters_->counted_events(), ",");
+    const double n = double(counters_->counted_events().size());
+    const double h = double(std::hash<std::string>{}(names) % 1000003);
+    const bool uniform = allreduce_min(env_.world, n) == allreduce_max(env_.world, n) &&
+                         allreduce_min(env_.world, h) == allreduce_max(env_.world, h);
+    if (uniform && n > 0) {
+      log_.enable_counters(5 + counters_->counted_events().size());
+      if (env_.run) {
+        std::vector<std::string> phases;
+        for (auto p : metrics::kAllPhases) phases.push_back(metrics::phase_name(p));
+        env_.run->create_counters(counters_->counted_events(), counters_->counted_via(), phases);
+      }
+    } else if (n > 0) {
+      log::warn("ranks count different PAPI events: /metrics/counters is not written");
+    }
     if (c_.profile.trace) {
       LB_MPI_CHECK(MPI_Barrier(env_.world));
       trace_ = metrics::TraceRecorder::enabled_for_rank(rank_);
@@ -235,24 +272,29 @@ class Trainer {
     strat->initialize(src);
     if (trial == 0) prediction_ = strat->predict_memory();
 
-    model::StepOptions opt;
-    opt.activation_checkpointing = c_.model.activation_checkpointing;
-    opt.on_pass = [this](model::Pass pass, bool begin, double t) {
-      const metrics::Phase ph = pass == model::Pass::kForward ? metrics::Phase::kForward : metrics::Phase::kBackward;
-      if (begin) {
-        counters_->begin(ph);
-        pass_t0_ = t;
-      } else {
-        counters_->end(ph);
-        trace_span(pass == model::Pass::kForward ? "forward" : "backward", pass_t0_, t);
-      }
-    };
+    StepConfig sc = s_.step;
     if (trace_.enabled()) {
-      opt.on_unit = [this](const std::string& unit, model::Pass pass, double t0, double t1) {
+      sc.options.on_pass = [this](model::Pass pass, bool begin, double t) {
+        if (begin) {
+          pass_t0_ = t;
+        } else {
+          trace_span(pass == model::Pass::kForward ? "forward" : "backward", pass_t0_, t);
+        }
+      };
+      sc.options.on_unit = [this](const std::string& unit, model::Pass pass, double t0, double t1) {
         trace_.record((unit + (pass == model::Pass::kForward ? " fwd" : " bwd")).c_str(), "layer",
                       trace_.to_us(to_tp(t0)), (t1 - t0) * 1e6, 1);
       };
     }
+    if (c_.fault.nan_rank != rank_) sc.nan_at_step = -1;
+    StepRunner runner(s_.layout, *strat, *s_.source, sc, env_.world);
+    runner.on_phase = [this](int p, bool begin) {
+      if (begin) {
+        counters_->begin(static_cast<metrics::Phase>(p));
+      } else {
+        counters_->end(static_cast<metrics::Phase>(p));
+      }
+    };
     const int64_t steps = c_.run.steps;
     double trial_t0 = sys::now_s();
     for (int64_t step = 0; step < steps; ++step) {
@@ -261,21 +303,26 @@ class Trainer {
         std::raise(SIGKILL);
       }
       std::vector<double> row(schema::kNumStepColumns, 0.0);
-      StepTimes t;
-      bool nonfinite = false;
-      std::string why;
-      double loss = train_step(*strat, opt, trial, step, row, t, nonfinite, why);
+      metrics::reset_tensor_peak();
+      sys::reset_peak_rss();
+      const comm::CommStats c0 = env_.comm->stats();
+      StepResult r = runner.run(step);
+      fill_row(row, trial, step, r, c0, env_.comm->stats());
+      add_counter_rows(trial, step, counters_->take_step());
+      trace_span("step", sys::now_s() - r.times.step, sys::now_s(), 0);
       log_.add(row);
-      if (nonfinite) {
+      const double loss = r.loss;
+      if (r.clipped) ++clipped_steps_;
+      if (r.nonfinite) {
         if (c_.train.on_nonfinite == "stop") {
           log_.flush();
-          throw NumericsError(why + " at step " + std::to_string(step) +
+          throw NumericsError(r.why + " at step " + std::to_string(step) +
                               " (train.on_nonfinite = stop; no optimizer update was applied)");
         }
         ++skipped_steps_;
-        log::warn(why + strformat(" at step %lld: update skipped on every rank", (long long)step));
+        log::warn(r.why + strformat(" at step %lld: update skipped on every rank", (long long)step));
       }
-      losses_finite_ = losses_finite_ && std::isfinite(loss);
+      losses_finite_ = losses_finite_ && (std::isfinite(loss) || r.nonfinite);
       if ((step + 1) % c_.run.log_every == 0 || step + 1 == steps) {
         log_.flush();
         double elapsed = sys::now_s() - trial_t0;
@@ -294,117 +341,27 @@ class Trainer {
     return 0;
   }
 
-  double train_step(strategy::TrainingStrategy& strat, const model::StepOptions& opt, int trial, int64_t step,
-                    std::vector<double>& row, StepTimes& t, bool& nonfinite, std::string& why) {
-    comm::Communicator* comm = env_.comm;
-    metrics::reset_tensor_peak();
-    sys::reset_peak_rss();
-    const comm::CommStats c0 = comm->stats();
-    const double t0 = sys::now_s();
-
-    // ---- data ----
-    counters_->begin(metrics::Phase::kData);
-    std::vector<data::Batch> batches;
-    int64_t tokens = 0, loss_tokens = 0;
-    for (int micro = 0; micro < c_.train.grad_accum; ++micro) {
-      batches.push_back(s_.source->micro_batch(step, micro, rank_));
-      tokens += batches.back().real_tokens;
-      loss_tokens += batches.back().loss_tokens;
-    }
-    counters_->end(metrics::Phase::kData);
-    t.data = sys::now_s() - t0;
-    double ctrl0 = sys::now_s();
-    const int64_t global_loss_tokens = allreduce_sum(env_.world, loss_tokens);
-    double ctrl = sys::now_s() - ctrl0;
-    const double grad_scale = global_loss_tokens > 0 ? 1.0 / double(global_loss_tokens) : 0.0;
-
-    // ---- forward + backward ----
-    double loss_sum = 0;
-    for (int micro = 0; micro < c_.train.grad_accum; ++micro) {
-      const data::Batch& b = batches[micro];
-      model::MicroBatch mb;
-      mb.ids = at::from_blob(const_cast<int64_t*>(b.ids.data()), {b.batch, b.seq}, at::kLong).clone();
-      at::Tensor labels = at::from_blob(const_cast<int64_t*>(b.labels.data()), {b.batch, b.seq}, at::kLong);
-      mb.targets = model::shift_targets(labels);
-      mb.grad_scale = grad_scale;
-      mb.dropout = c_.lora.enabled && c_.lora.dropout > 0;
-      mb.dropout_seed = mix64(c_.run.seed ^ mix64(uint64_t(step) * 1000003ull + uint64_t(micro) * 7919ull +
-                                                   uint64_t(b.sample_index.empty() ? 0 : b.sample_index[0])));
-      strat.begin_micro(micro);
-      model::MicroResult r = model::forward_backward(s_.layout, strat, mb, opt);
-      const double tw = sys::now_s();
-      counters_->begin(metrics::Phase::kComm);
-      strat.end_micro();
-      counters_->end(metrics::Phase::kComm);
-      trace_span("gradient sync", tw, sys::now_s());
-      t.forward += r.forward_s;
-      t.backward += r.backward_s;
-      loss_sum += r.loss_sum;
-    }
-    if (c_.fault.nan_at_step == step && c_.fault.nan_rank == rank_) loss_sum = std::nan("");
-
-    // ---- one allreduce: the global loss and whether any rank saw a non-finite value ----
-    ctrl0 = sys::now_s();
-    std::vector<double> agg = {std::isfinite(loss_sum) ? loss_sum : 0.0, std::isfinite(loss_sum) ? 0.0 : 1.0};
-    allreduce_sum(env_.world, agg);
-    ctrl += sys::now_s() - ctrl0;
-    const double loss = agg[1] > 0 ? std::nan("") : agg[0] / double(std::max<int64_t>(1, global_loss_tokens));
-
-    // ---- optimizer ----
-    const double o0 = sys::now_s(), ow0 = comm->stats().wait_s;
-    counters_->begin(metrics::Phase::kOptimizer);
-    double norm = 0;
-    bool clipped = false;
-    const double lr = lr_at(s_.schedule, step);
-    if (agg[1] > 0) {
-      nonfinite = true;
-      why = strformat("non-finite loss on %d rank(s)", int(agg[1]));
-      strat.discard_grads();
-    } else {
-      norm = std::sqrt(strat.grad_sq_norm());
-      if (!std::isfinite(norm)) {
-        nonfinite = true;
-        why = "non-finite gradient norm";
-        strat.discard_grads();
-      } else {
-        if (c_.train.max_grad_norm > 0) {
-          // torch.nn.utils.clip_grad_norm_: coefficient max / (norm + 1e-6), applied when below 1.
-          const double coef = c_.train.max_grad_norm / (norm + 1e-6);
-          if (coef < 1) {
-            strat.scale_grads(coef);
-            clipped = true;
-            ++clipped_steps_;
-          }
-        }
-        strat.optimizer_step(s_.adamw, lr);
-      }
-    }
-    counters_->end(metrics::Phase::kOptimizer);
-    const double t_end = sys::now_s();
-    const comm::CommStats c1 = comm->stats();
-    t.optimizer = (t_end - o0) - (c1.wait_s - ow0);
-    t.comm = (c1.wait_s - c0.wait_s) + ctrl;
-    t.step = t_end - t0;
-    trace_span("optimizer", o0, t_end);
-    trace_span("step", t0, t_end, 0);
-
-    const double flops = double(tokens) * s_.flops_per_token;
+  // Fills the run-file row of one step from the runner's result.
+  void fill_row(std::vector<double>& row, int trial, int64_t step, const StepResult& r, const comm::CommStats& c0,
+                const comm::CommStats& c1) {
+    const StepTimes& t = r.times;
+    const double flops = double(r.tokens) * s_.flops_per_token;
     row[schema::kTrial] = trial;
     row[schema::kStep] = double(step);
     row[schema::kRank] = rank_;
-    row[schema::kLoss] = loss;
-    row[schema::kLr] = lr;
-    row[schema::kGradNorm] = norm;
-    row[schema::kClipped] = clipped ? 1 : 0;
-    row[schema::kTokens] = double(tokens);
-    row[schema::kLossTokens] = double(loss_tokens);
+    row[schema::kLoss] = r.loss;
+    row[schema::kLr] = r.lr;
+    row[schema::kGradNorm] = r.grad_norm;
+    row[schema::kClipped] = r.clipped ? 1 : 0;
+    row[schema::kTokens] = double(r.tokens);
+    row[schema::kLossTokens] = double(r.loss_tokens);
     row[schema::kStepS] = t.step;
     row[schema::kDataS] = t.data;
     row[schema::kForwardS] = t.forward;
     row[schema::kBackwardS] = t.backward;
     row[schema::kCommExposedS] = t.comm;
     row[schema::kOptimizerS] = t.optimizer;
-    row[schema::kTokensPerS] = double(tokens) / t.step;
+    row[schema::kTokensPerS] = double(r.tokens) / t.step;
     row[schema::kFlops] = flops;
     row[schema::kMfu] = flops / t.step / s_.peak.flops_per_s;
     row[schema::kMemCurrent] = double(metrics::tensor_bytes_current());
@@ -417,8 +374,6 @@ class Trainer {
     row[schema::kBytesAllGather] = bytes(K::kAllGather);
     row[schema::kBytesBroadcast] = bytes(K::kBroadcast);
     row[schema::kBytesAllToAll] = bytes(K::kAllToAll);
-    counts_.push_back(counters_->take_step());
-    return loss;
   }
 
   static metrics::TraceRecorder::Clock::time_point to_tp(double s) {
@@ -430,6 +385,17 @@ class Trainer {
   void trace_span(const char* name, double t0, double t1, int tid = 0) {
     if (!trace_.enabled()) return;
     trace_.record(name, "phase", trace_.to_us(to_tp(t0)), (t1 - t0) * 1e6, tid);
+  }
+
+  void add_counter_rows(int trial, int64_t step, const metrics::PhaseCounts& pc) {
+    if (pc.events.empty()) return;
+    std::vector<double> rows;
+    for (auto p : metrics::kAllPhases) {
+      const int i = metrics::phase_index(p);
+      rows.insert(rows.end(), {double(trial), double(step), double(rank_), double(i), double(pc.intervals[i])});
+      for (size_t e = 0; e < pc.events.size(); ++e) rows.push_back(double(pc.values[i][e]));
+    }
+    log_.add_counters(rows);
   }
 
   void save_outputs(strategy::TrainingStrategy& strat, const strategy::FullState& st) {
@@ -448,7 +414,6 @@ class Trainer {
   StepLog log_;
   int rank_ = 0, world_ = 1;
   std::unique_ptr<metrics::PhaseCounters> counters_;
-  std::vector<metrics::PhaseCounts> counts_;
   metrics::TraceRecorder trace_;
   strategy::MemoryPrediction prediction_;
   int64_t clipped_steps_ = 0, skipped_steps_ = 0;
@@ -475,7 +440,7 @@ void Trainer::finish() {
   std::vector<double> step_max_all, mfu_all;
   std::vector<std::vector<double>> per_rank_step(world_), per_rank_phase[5];
   for (auto& v : per_rank_phase) v.resize(world_);
-  double loss_first = NAN, loss_last = NAN, mem_peak = 0, rss_peak = 0;
+  double loss_first = NAN, loss_last = NAN, mem_peak = 0, rss_peak = 0, mem_end = 0;
   for (size_t r = 0; r < nrows; r += size_t(world_)) {
     const int trial = int(at_(r, schema::kTrial));
     const int64_t step = int64_t(at_(r, schema::kStep));
@@ -493,6 +458,8 @@ void Trainer::finish() {
         for (int p = 0; p < 5; ++p) per_rank_phase[p][w].push_back(at_(r + w, cols[p]));
       }
     }
+    if (step == c_.run.steps - 1)
+      for (int w = 0; w < world_; ++w) mem_end = std::max(mem_end, at_(r + w, schema::kMemCurrent));
     if (trial == 0 && step == 0) loss_first = at_(r, schema::kLoss);
     if (trial == 0) loss_last = at_(r, schema::kLoss);
     step_max[trial].push_back(smax);
@@ -527,6 +494,7 @@ void Trainer::finish() {
   run.write_summary("loss_last", loss_last);
   run.write_summary("mem_peak_bytes_max", mem_peak);
   run.write_summary("rss_peak_bytes_max", rss_peak);
+  run.write_summary("mem_current_bytes_max", mem_end);
   run.write_summary("flops_per_step", s_.flops_per_token * double(s_.geo.tokens_per_step()));
   run.write_summary("flops_per_token", s_.flops_per_token);
   run.write_summary("peak_flops_per_rank", s_.peak.flops_per_s);
@@ -556,7 +524,7 @@ void Trainer::finish() {
   run.write_summary("step_time_rank_max_s", rs.max);
   run.write_summary("straggler_ratio", rs.straggler_ratio);
   run.write_summary("slowest_rank", double(rs.slowest_rank));
-  const char* names[5] = {"data", "forward", "backward", "comm_exposed", "optimizer"};
+  const char* names[5] = {"data", "forward", "backward", "comm_exposed", "optimizer"};  // schema.cpp lists them
   for (int p = 0; p < 5; ++p) {
     metrics::RankSummary ps = metrics::summarize_ranks(rank_means(per_rank_phase[p]));
     run.write_summary(std::string(names[p]) + "_s_rank_min", ps.min);

@@ -1,5 +1,6 @@
 // Checks the outputs of the comm/doctor end-to-end tests:
 //   lorabench_e2e_check comm-run RUN.h5 ROWS RANKS   a completed, VALID comm run file with ROWS result rows
+//   lorabench_e2e_check train-run RUN.h5 RANKS STEPS  a completed, VALID training run with every schema name
 //   lorabench_e2e_check doctor-json FILE             lorabench doctor --json output: one object, every check
 // Prints what is wrong and exits 1, or prints "ok" and exits 0.
 #include <cstdio>
@@ -42,7 +43,7 @@ void check_comm_run(const std::string& path, size_t rows, size_t ranks) {
   auto ops = lorabench::h5::read_strings(r.file(), s::kCommOpNames);
   expect(ops.size() == 5 && ops[0] == "all_reduce" && ops[4] == "all_to_all", "op names");
   auto dtypes = lorabench::h5::read_strings(r.file(), s::kCommDtypeNames);
-  expect(dtypes.size() == 5 && dtypes[1] == "bf16", "dtype names");
+  expect(dtypes.size() == 6 && dtypes[1] == "bf16" && dtypes[5] == "fp64", "dtype names");
   auto prov = r.provenance();
   for (const char* k : {"mpi_library", "host", "cpu_model", "hdf5_version", "argv"})
     expect(!prov[k].empty(), std::string("provenance ") + k);
@@ -73,6 +74,49 @@ void check_doctor_json(const std::string& path) {
     if (c.at("name") == "hdf5") expect(c.at("status") == "ok", "hdf5 collective test passed");
 }
 
+// A completed training run file: every documented attribute, dataset, column and summary attribute,
+// one row per (step, rank), a VALID verdict, and the provenance a user needs.
+void check_train_run(const std::string& path, size_t ranks, size_t steps) {
+  namespace s = lorabench::schema;
+  lorabench::io::RunFileReader r(path);
+  auto root = r.root();
+  for (const char* a : {s::kAttrSchemaVersion, s::kAttrProgram, s::kAttrProgramVersion, s::kAttrGitCommit,
+                        s::kAttrKind, s::kAttrRunName, s::kAttrStatus, s::kAttrStatusMessage, s::kAttrVerdict,
+                        s::kAttrCreated, s::kAttrFinished})
+    expect(root.count(a) == 1, std::string("root attribute ") + a);
+  expect(r.kind() == s::kKindTrain, "kind is " + r.kind());
+  expect(root["status"] == s::kStatusCompleted, "status is " + root["status"] + " " + root["status_message"]);
+  expect(root["verdict"] == "VALID", "verdict is " + root["verdict"]);
+  auto cfg = r.config();
+  for (const char* k : {"run.steps", "model.preset", "parallel.strategy", "train.micro_batch", "lora.r", "input_file"})
+    expect(cfg.count(k) == 1, std::string("config ") + k);
+  expect(!r.ini_text().empty(), "config/ini_text");
+  auto prov = r.provenance();
+  for (const char* k : {"argv", "hosts", "mpi_library", "hdf5_version", "libtorch_version", "cpu_model",
+                        "world_size", "node_count", "threads_per_rank", "slurm_job_id"})
+    expect(prov.count(k) == 1, std::string("provenance ") + k);
+  auto rk = r.ranks();
+  for (const auto& c : s::rank_columns()) expect(rk.count(c.name) == 1, std::string("/ranks column ") + c.name);
+  expect(rk["rank"].size() == ranks, "/ranks rows");
+  expect(r.rank_hosts().size() == ranks, "/ranks_hosts");
+  auto st = r.steps();
+  for (const auto& c : s::step_columns()) expect(st.count(c.name) == 1, std::string("step column ") + c.name);
+  expect(st["step"].size() == ranks * steps,
+         "step rows: " + std::to_string(st["step"].size()) + ", expected " + std::to_string(ranks * steps));
+  for (size_t i = 0; i < st["step"].size(); ++i) {
+    expect(st["step"][i] == double(i / ranks) && st["rank"][i] == double(i % ranks), "row order (step, rank)");
+    expect(st["step_s"][i] > 0 && st["tokens"][i] > 0 && st["tokens_per_s"][i] > 0, "row timing");
+    expect(st["mem_peak_bytes"][i] > 0 && st["rss_peak_bytes"][i] > 0, "row memory");
+  }
+  auto sum = r.summary();
+  for (const auto& [name, meaning] : s::summary_attributes())
+    expect(sum.count(name) == 1, std::string("summary attribute ") + name);
+  expect(sum["world_size"] == std::to_string(ranks), "summary world_size " + sum["world_size"]);
+  auto v = r.validation();
+  expect(v.size() >= 3, "validation checks");
+  for (const auto& c : v) expect(c.passed, "validation " + c.name + ": " + c.detail);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,10 +124,13 @@ int main(int argc, char** argv) {
     std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "comm-run" && argc == 5) {
       check_comm_run(argv[2], std::stoul(argv[3]), std::stoul(argv[4]));
+    } else if (mode == "train-run" && argc == 5) {
+      check_train_run(argv[2], std::stoul(argv[3]), std::stoul(argv[4]));
     } else if (mode == "doctor-json" && argc == 3) {
       check_doctor_json(argv[2]);
     } else {
-      std::fprintf(stderr, "usage: lorabench_e2e_check comm-run RUN.h5 ROWS RANKS | doctor-json FILE\n");
+      std::fprintf(stderr, "usage: lorabench_e2e_check comm-run RUN.h5 ROWS RANKS | train-run RUN.h5 RANKS STEPS | "
+                           "doctor-json FILE\n");
       return 2;
     }
   } catch (const std::exception& e) {

@@ -28,7 +28,7 @@ using lorabench::comm::Work;
 
 inline const std::vector<DataType>& all_dtypes() {
   static const std::vector<DataType> t = {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16,
-                                          DataType::kInt32, DataType::kInt64};
+                                          DataType::kInt32, DataType::kInt64, DataType::kFloat64};
   return t;
 }
 
@@ -83,6 +83,7 @@ inline void store(std::vector<unsigned char>& h, DataType t, size_t i, double v)
     case DataType::kFloat16: static_cast<uint16_t*>(b)[i] = f32_to_f16(static_cast<float>(v)); break;
     case DataType::kInt32: static_cast<int32_t*>(b)[i] = static_cast<int32_t>(v); break;
     case DataType::kInt64: static_cast<int64_t*>(b)[i] = static_cast<int64_t>(v); break;
+    case DataType::kFloat64: static_cast<double*>(b)[i] = v; break;
   }
 }
 
@@ -95,6 +96,7 @@ inline double load(const std::vector<unsigned char>& h, DataType t, size_t i) {
     case DataType::kFloat16: return f16_to_f32(static_cast<const uint16_t*>(b)[i]);
     case DataType::kInt32: return static_cast<const int32_t*>(b)[i];
     case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(b)[i]);
+    case DataType::kFloat64: return static_cast<const double*>(b)[i];
   }
   return 0;
 }

@@ -30,7 +30,7 @@ TEST(Bench, EveryOpAndDtypePassesItsCheck) {
   auto comm = make_mpi_communicator(MPI_COMM_WORLD);
   const int n = comm->size();
   for (DataType t : {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16, DataType::kInt32,
-                     DataType::kInt64}) {
+                     DataType::kInt64, DataType::kFloat64}) {
     BenchOptions o = tiny(t);
     BenchRunner runner(*comm, MPI_COMM_WORLD, o);
     for (BenchOp op : o.ops) {

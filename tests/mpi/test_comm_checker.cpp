@@ -155,13 +155,13 @@ TEST(Checker, UnevenAllToAllPairsMustAgree) {
 }
 
 TEST(Checker, TimesOutInsteadOfHanging) {
-  // Rank 0 arrives 1.5 s late; the others give up after 0.3 s with a clear message. Then rank 0's check
+  // Rank 0 arrives 2.5 s late; the others give up after 0.3 s with a clear message. Then rank 0's check
   // completes against their (abandoned) contributions and everyone meets in the inner barrier.
   auto inner = make_mpi_communicator(MPI_COMM_WORLD);
   Communicator* raw = inner.get();
   auto c = make_checked_communicator(std::move(inner), MPI_COMM_WORLD, CheckerOptions{0.3});
   if (world_rank() == 0) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
     EXPECT_NO_THROW(c->barrier());
   } else {
     std::string msg = comm_error([&] { c->barrier(); });

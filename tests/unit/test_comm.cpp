@@ -26,7 +26,8 @@ float bits_to_f32(uint32_t u) {
 }
 
 TEST(CommTypes, NamesAndSizes) {
-  for (DataType t : {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16, DataType::kInt32, DataType::kInt64})
+  for (DataType t : {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16, DataType::kInt32, DataType::kInt64,
+                     DataType::kFloat64})
     EXPECT_EQ(dtype_from_name(dtype_name(t)), t);
   EXPECT_EQ(dtype_size(DataType::kBFloat16), 2u);
   EXPECT_EQ(dtype_size(DataType::kInt64), 8u);

@@ -21,7 +21,8 @@
 
 namespace lorabench::comm {
 
-enum class DataType { kFloat32, kBFloat16, kFloat16, kInt32, kInt64 };
+// The values are stable: they are the dtype codes of run files (/comm/results).
+enum class DataType { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2, kInt32 = 3, kInt64 = 4, kFloat64 = 5 };
 enum class ReduceOp { kSum, kMax, kMin };
 
 size_t dtype_size(DataType t);

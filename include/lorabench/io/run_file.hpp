@@ -41,6 +41,11 @@ class RunFileWriter {
   void write_ranks(const std::vector<RankRow>& ranks);
   // Rows of /metrics/steps, schema::kNumStepColumns values each, row-major.
   void append_steps(const std::vector<double>& rows);
+  // /metrics/counters: columns trial, step, rank, phase, intervals, then one per event (names as given);
+  // attributes events, via, phases (comma-separated). Call once before append_counters.
+  void create_counters(const std::vector<std::string>& events, const std::vector<std::string>& via,
+                       const std::vector<std::string>& phases);
+  void append_counters(const std::vector<double>& rows);  // 5 + events values per row, row-major
   void write_summary(const std::string& name, double value);
   void write_summary(const std::string& name, const std::string& value);
   // Writes /validation and the root verdict: VALID when every check passed.
@@ -57,6 +62,7 @@ class RunFileWriter {
   h5::Handle file_;
   h5::Handle summary_;
   h5::Table steps_;
+  h5::Table counters_;
 };
 
 // Opens a run file for reading and checks that it is one: IoError "<path>: not a lorabench run file"

@@ -1,0 +1,72 @@
+// One optimizer step of training, strategy-agnostic: the part of the trainer that tests drive directly
+// (equivalence of strategies, resume) without run files, timers or logs around it.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "lorabench/data/batch.hpp"
+#include "lorabench/model/step.hpp"
+#include "lorabench/strategy/strategy.hpp"
+#include "lorabench/train/adamw.hpp"
+#include "lorabench/train/schedule.hpp"
+
+namespace lorabench::train {
+
+struct StepConfig {
+  int grad_accum = 1;
+  uint64_t seed = 0;            // dropout masks derive from (seed, step, micro, first sample)
+  bool lora_dropout = false;    // LoRA dropout active (lora.dropout > 0)
+  double max_grad_norm = 0;     // 0 = no clipping
+  AdamWConfig adamw;
+  ScheduleSpec schedule;
+  model::StepOptions options;   // activation checkpointing, head chunk, hooks
+  int nan_at_step = -1;         // fault injection: this rank reports a NaN loss at this step
+};
+
+struct StepTimes {
+  double data = 0, forward = 0, backward = 0, comm = 0, optimizer = 0, step = 0;
+};
+
+struct StepResult {
+  double loss = 0;          // mean over the global batch's counted tokens (NaN when non-finite)
+  double lr = 0;
+  double grad_norm = 0;     // before clipping
+  bool clipped = false;
+  bool nonfinite = false;   // the update was not applied (seen by every rank in this step)
+  std::string why;          // what was non-finite
+  int64_t tokens = 0;       // real tokens of this rank
+  int64_t loss_tokens = 0;  // counted tokens of this rank
+  StepTimes times;
+};
+
+class StepRunner {
+ public:
+  // world: the control-plane communicator (host MPI); the strategy carries the data-plane one.
+  StepRunner(const model::ModelLayout& m, strategy::TrainingStrategy& s, data::BatchSource& source,
+             const StepConfig& c, MPI_Comm world);
+
+  // Collective. Runs step `step` (0-based): every micro-step's forward and backward, the global loss
+  // and non-finite check, and (when finite) clipping and the optimizer update.
+  StepResult run(int64_t step);
+
+  // Hooks around phases (per-phase counters): called with a phase index 0..4 (data, forward, backward,
+  // comm, optimizer) and begin/end.
+  std::function<void(int phase, bool begin)> on_phase;
+
+ private:
+  void phase(int p, bool begin) {
+    if (on_phase) on_phase(p, begin);
+  }
+  const model::ModelLayout& m_;
+  strategy::TrainingStrategy& s_;
+  data::BatchSource& source_;
+  StepConfig c_;
+  MPI_Comm world_;
+  int rank_ = 0;
+};
+
+}  // namespace lorabench::train

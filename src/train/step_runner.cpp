@@ -1,0 +1,124 @@
+#include "lorabench/train/step_runner.hpp"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <vector>
+
+#include "lorabench/core/strings.hpp"
+#include "lorabench/core/sysinfo.hpp"
+#include "lorabench/train/control.hpp"
+
+namespace lorabench::train {
+
+namespace {
+uint64_t mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+enum { kData = 0, kForward, kBackward, kComm, kOptimizer };
+}  // namespace
+
+StepRunner::StepRunner(const model::ModelLayout& m, strategy::TrainingStrategy& s, data::BatchSource& source,
+                       const StepConfig& c, MPI_Comm world)
+    : m_(m), s_(s), source_(source), c_(c), world_(world) {
+  MPI_Comm_rank(world, &rank_);
+}
+
+StepResult StepRunner::run(int64_t step) {
+  StepResult res;
+  StepTimes& t = res.times;
+  comm::Communicator* comm = s_.communicator();
+  auto waits = [&]() { return comm ? comm->stats().wait_s : 0.0; };
+  const double t0 = sys::now_s(), w_start = waits();
+
+  // ---- data ----
+  phase(kData, true);
+  std::vector<data::Batch> batches;
+  for (int micro = 0; micro < c_.grad_accum; ++micro) {
+    batches.push_back(source_.micro_batch(step, micro, rank_));
+    res.tokens += batches.back().real_tokens;
+    res.loss_tokens += batches.back().loss_tokens;
+  }
+  phase(kData, false);
+  t.data = sys::now_s() - t0;
+  double ctrl0 = sys::now_s();
+  const int64_t global_loss_tokens = allreduce_sum(world_, res.loss_tokens);
+  double ctrl = sys::now_s() - ctrl0;
+  // The loss is the mean over the global batch's counted tokens: every micro-step's gradient is scaled
+  // by 1/(global count) and gradients are summed over micro-steps and ranks.
+  const double grad_scale = global_loss_tokens > 0 ? 1.0 / double(global_loss_tokens) : 0.0;
+
+  // ---- forward + backward ----
+  model::StepOptions opt = c_.options;
+  auto outer = opt.on_pass;
+  opt.on_pass = [&](model::Pass pass, bool begin, double when) {
+    phase(pass == model::Pass::kForward ? kForward : kBackward, begin);
+    if (outer) outer(pass, begin, when);
+  };
+  double loss_sum = 0;
+  for (int micro = 0; micro < c_.grad_accum; ++micro) {
+    const data::Batch& b = batches[micro];
+    model::MicroBatch mb;
+    mb.ids = at::from_blob(const_cast<int64_t*>(b.ids.data()), {b.batch, b.seq}, at::kLong).clone();
+    mb.targets = model::shift_targets(
+        at::from_blob(const_cast<int64_t*>(b.labels.data()), {b.batch, b.seq}, at::kLong));
+    mb.grad_scale = grad_scale;
+    mb.dropout = c_.lora_dropout;
+    const uint64_t first = b.sample_index.empty() ? 0 : uint64_t(b.sample_index[0]);
+    mb.dropout_seed = mix64(c_.seed ^ mix64(uint64_t(step) * 1000003ull + uint64_t(micro) * 7919ull + first));
+    s_.begin_micro(micro);
+    model::MicroResult r = model::forward_backward(m_, s_, mb, opt);
+    phase(kComm, true);
+    s_.end_micro();
+    phase(kComm, false);
+    t.forward += r.forward_s;
+    t.backward += r.backward_s;
+    loss_sum += r.loss_sum;
+  }
+  if (c_.nan_at_step == step) loss_sum = std::nan("");
+
+  // ---- one allreduce: the global loss and whether any rank saw a non-finite value ----
+  ctrl0 = sys::now_s();
+  std::vector<double> agg = {std::isfinite(loss_sum) ? loss_sum : 0.0, std::isfinite(loss_sum) ? 0.0 : 1.0};
+  allreduce_sum(world_, agg);
+  ctrl += sys::now_s() - ctrl0;
+  res.loss = agg[1] > 0 ? std::nan("") : agg[0] / double(std::max<int64_t>(1, global_loss_tokens));
+
+  // ---- optimizer ----
+  const double o0 = sys::now_s(), ow0 = waits();
+  phase(kOptimizer, true);
+  res.lr = lr_at(c_.schedule, step);
+  if (agg[1] > 0) {
+    res.nonfinite = true;
+    res.why = strformat("non-finite loss on %d rank(s)", int(agg[1]));
+    s_.discard_grads();
+  } else {
+    res.grad_norm = std::sqrt(s_.grad_sq_norm());
+    if (!std::isfinite(res.grad_norm)) {
+      res.nonfinite = true;
+      res.why = "non-finite gradient norm";
+      s_.discard_grads();
+    } else {
+      if (c_.max_grad_norm > 0) {
+        // torch.nn.utils.clip_grad_norm_: coefficient max / (norm + 1e-6), applied when below 1.
+        const double coef = c_.max_grad_norm / (res.grad_norm + 1e-6);
+        if (coef < 1) {
+          s_.scale_grads(coef);
+          res.clipped = true;
+        }
+      }
+      s_.optimizer_step(c_.adamw, res.lr);
+    }
+  }
+  phase(kOptimizer, false);
+  const double t_end = sys::now_s();
+  t.optimizer = (t_end - o0) - (waits() - ow0);
+  t.comm = (waits() - w_start) + ctrl;
+  t.step = t_end - t0;
+  return res;
+}
+
+}  // namespace lorabench::train

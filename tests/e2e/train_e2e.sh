@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# End-to-end cases for training runs (tests/e2e/train.cmake).
+#   train_e2e.sh CASE LORABENCH CHECKER WORKDIR SOURCE_DIR MPIEXEC...
+set -euo pipefail
+case_name=$1 lorabench=$2 checker=$3 work=$4 src=$5
+shift 5
+mpiexec=("$@")
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+run() {  # run EXPECTED_RC LOGFILE CMD...
+  local want=$1 log=$2
+  shift 2
+  set +e
+  "$@" >"$log" 2>&1
+  local rc=$?
+  set -e
+  [[ $rc -eq $want ]] || { cat "$log" >&2; fail "exit code $rc, expected $want: $*"; }
+}
+expect_in() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "\"$2\" not in $1"; }; }
+count_in() { grep -cF -- "$2" "$1" || true; }
+
+tiny=("$src/inputs/tiny.ini" --set run.output_dir="$work/out" --set run.quiet=true)
+case "$case_name" in
+  single)
+    run 0 log "$lorabench" "${tiny[@]}" --set run.name=single
+    "$checker" train-run out/single/run.h5 1 6
+    [[ -f out/single/adapter/adapter_model.safetensors && -f out/single/adapter/adapter_config.json ]] ||
+      fail "adapter not written"
+    h5dump -H out/single/run.h5 >h5dump.txt
+    for name in config provenance ranks metrics steps summary validation; do expect_in h5dump.txt "\"$name\""; done
+    ;;
+  ddp)
+    run 0 log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" --set run.name=ddp --set parallel.strategy=ddp
+    "$checker" train-run out/ddp/run.h5 2 6
+    # One line per rank at start, rank 0's effective-config table once.
+    [[ $(count_in log "local rank") -eq 2 ]] || { cat log; fail "expected one start line per rank"; }
+    ;;
+  errors)
+    printf '[run]\nsteps = 3\n[train]\nlearning_rate = 1e-3\n' >bad.ini
+    run 2 log "${mpiexec[@]}" -n 2 "$lorabench" bad.ini
+    expect_in log "bad.ini:4: train.learning_rate: unknown key"
+    [[ $(count_in log "unknown key") -eq 1 ]] || { cat log; fail "the error must be printed once, by rank 0"; }
+    printf '[model]\ndtype = fp8\n' >bad2.ini
+    run 2 log "$lorabench" bad2.ini
+    expect_in log "bad2.ini:2: model.dtype: expected one of fp32|bf16"
+    run 2 log "$lorabench" missing.ini
+    expect_in log "missing.ini: cannot read the input file"
+    run 2 log "$lorabench" "${tiny[@]}" --set train.micro_batch=zero
+    expect_in log "--set: train.micro_batch: expected an integer"
+    run 2 log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" --set parallel.strategy=single
+    expect_in log "parallel.strategy: single runs on one rank but the job has 2 ranks"
+    [[ ! -e out ]] || fail "a configuration error must not create outputs"
+    ;;
+  existing)
+    run 0 log "$lorabench" "${tiny[@]}" --set run.name=r --set run.steps=2 --set run.warmup_steps=0
+    sum=$(sha256sum out/r/run.h5)
+    run 2 log "$lorabench" "${tiny[@]}" --set run.name=r --set run.steps=2 --set run.warmup_steps=0
+    expect_in log "run.name: $work/out/r already exists"
+    [[ "$(sha256sum out/r/run.h5)" == "$sum" ]] || fail "the existing run file changed"
+    run 0 log "$lorabench" "${tiny[@]}" --set run.name=r --set run.steps=2 --set run.warmup_steps=0 \
+      --set run.overwrite=true
+    "$checker" train-run out/r/run.h5 1 2
+    ;;
+  help)
+    run 0 log "$lorabench" --help
+    expect_in log "subcommands:"
+    run 0 log "$lorabench" train --help
+    expect_in log "parallel.strategy"
+    run 2 log "$lorabench"
+    ;;
+  keys)
+    # docs/input-reference.md carries exactly the rows that `lorabench keys --markdown` prints.
+    run 0 keys.md "$lorabench" keys --markdown
+    grep '^| `' keys.md >want.txt
+    grep '^| `' "$src/docs/input-reference.md" >have.txt || true
+    diff want.txt have.txt >keys.diff ||
+      { cat keys.diff >&2; fail "docs/input-reference.md is out of date: regenerate its table with lorabench keys --markdown"; }
+    ;;
+  *) fail "unknown case $case_name" ;;
+esac
+echo ok
