@@ -163,7 +163,6 @@ void write_train_fixture(const std::string& dir, const TrainFixture& f) {
   }
 
   if (f.status == "failed") {
-    pin_root(w.file(), f.git_commit, true);
     w.set_status(s::kStatusFailed, f.message);
     pin_root(w.file(), f.git_commit, true);
     w.flush();

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# End to end: the real lorabench on inputs/tiny.ini (single on 1 rank, ddp on 2 ranks) and a 2-rank
+# collective benchmark, then lorabench-report on the output directory (tests/e2e/report.cmake).
+#   report_e2e.sh LORABENCH LORABENCH_REPORT TINY_INI WORKDIR MPIEXEC...
+set -euo pipefail
+lorabench=$1 report=$2 tiny=$3 work=$4
+shift 4
+mpiexec=("$@")
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+# run LOGFILE CMD...: runs CMD with its output in LOGFILE; fails (showing the log) on a non-zero exit.
+run() {
+  local log=$1
+  shift
+  local rc=0
+  "$@" >"$log" 2>&1 || rc=$?
+  if [[ $rc -ne 0 ]]; then
+    cat "$log" >&2
+    fail "exit code $rc: $*"
+  fi
+}
+expect_re() { grep -qE -- "$2" "$1" || { cat "$1" >&2; fail "no line matching /$2/ in $1"; }; }
+
+out="$work/outputs"
+run single.log "$lorabench" "$tiny" --set run.output_dir="$out" --set run.name=single --set run.quiet=true
+run ddp.log "${mpiexec[@]}" -n 2 "$lorabench" "$tiny" --set run.output_dir="$out" --set run.name=ddp \
+  --set parallel.strategy=ddp --set run.quiet=true
+run comm.log "${mpiexec[@]}" -n 2 "$lorabench" comm --ops all_reduce --min-bytes 1K --max-bytes 1M --factor 32 \
+  --warmup 1 --iters 3 -o "$out/comm-2/run.h5"
+
+run report.log "$report" "$out" -o "$work/report.md"
+md="$work/report.md"
+# Both runs in the per-run table, completed with a verdict, and the ddp row in the scaling table with a
+# speedup against the single run.
+expect_re "$md" '^\| single \| C1 \| single \| 1 \| fp32 \| 2 x 1 x 1 = 2 \|.*\| (VALID|\*\*INVALID\*\*) \|$'
+expect_re "$md" '^\| ddp \| C1 \| ddp \| 2 \| fp32 \| 2 x 1 x 2 = 4 \|.*\| (VALID|\*\*INVALID\*\*) \|$'
+expect_re "$md" '^## Scaling$'
+expect_re "$md" '^\| C1 \| single \| single \| 1 \| 2 \| [0-9.]+ \| 1\.00x \| 100\.0% \| single \|$'
+expect_re "$md" '^\| C1 \| ddp \| ddp \| 2 \| 4 \| [0-9.]+ \| [0-9.]+x \| [0-9.]+% \| single \|$'
+expect_re "$md" '^- \*\*ddp\*\* \(ddp, 2 ranks\): \*\*(compute|data|synchronization)-bound\*\*'
+expect_re "$md" 'all_reduce moved .* per rank per step'
+expect_re "$md" 'the collective benchmark \(comm\) reached'
+expect_re "$md" '^\| all_reduce \| fp32 \| 1\.00 KiB \|'
+expect_re "$md" '^## Hardware counters$'
+for c in loss tokens_per_s memory phases; do
+  [[ -s "$work/charts/$c.svg" ]] || fail "chart $c.svg missing"
+  grep -q '</svg>' "$work/charts/$c.svg" || fail "chart $c.svg incomplete"
+  expect_re "$md" "\\(charts/$c\\.svg\\)"
+done
+# A comm run alone, and the same directory twice (duplicates dropped).
+run report2.log "$report" "$out/comm-2/run.h5" "$out" "$out/single/run.h5"
+grep -c '^| single | C1 |' report2.log | grep -qx 1 || fail "single listed more than once"
+echo "ok"

@@ -1,0 +1,371 @@
+// lorabench-report: the golden report from fixture run files with known numbers, clear failures on
+// damaged, foreign and other-version files, the bottleneck rules and the SVG writer.
+//
+// The golden file is tests/fixtures/report/golden.md. After an intended change of the report, rerun with
+// LORABENCH_UPDATE_GOLDEN=1 to rewrite it, and review the diff.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "lorabench/core/strings.hpp"
+#include "lorabench/io/h5.hpp"
+#include "lorabench/io/schema.hpp"
+#include "report_analysis.hpp"
+#include "report_data.hpp"
+#include "report_fixtures.hpp"
+#include "report_render.hpp"
+#include "svg.hpp"
+
+namespace fs = std::filesystem;
+namespace rep = lorabench::report;
+namespace rt = lorabench::report_test;
+namespace h5 = lorabench::h5;
+
+namespace {
+
+// A fresh directory under the build tree for one test.
+fs::path work_dir(const std::string& name) {
+  fs::path d = fs::path(LORABENCH_TEST_BINARY_DIR) / "report_tests" / name;
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Result {
+  int rc = -1;
+  std::string out, err;
+};
+
+// Runs lorabench-report in `cwd` with `args` (already shell-quoted where needed).
+Result run_report(const fs::path& cwd, const std::string& args) {
+  const fs::path out = cwd / "stdout.txt", err = cwd / "stderr.txt";
+  const std::string cmd = "cd '" + cwd.string() + "' && '" + LORABENCH_REPORT_BIN + "' " + args + " >'" + out.string() +
+                          "' 2>'" + err.string() + "'";
+  const int st = std::system(cmd.c_str());
+  Result r;
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+rt::TrainFixture simple(const std::string& name, const std::string& strategy = "single", int world = 1) {
+  rt::TrainFixture f;
+  f.name = name;
+  f.strategy = strategy;
+  f.world = world;
+  f.phases = [](int, int, int) -> std::array<double, 5> { return {0.004, 0.015, 0.025, 0.0, 0.005}; };
+  return f;
+}
+
+}  // namespace
+
+TEST(Report, GoldenMarkdownFromFixtureRuns) {
+  const fs::path dir = work_dir("golden");
+  rt::write_golden_set((dir / "in").string());
+  const Result r = run_report(dir, "in -o report.md");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string actual = slurp(dir / "report.md");
+  const fs::path golden = fs::path(LORABENCH_SOURCE_DIR) / "tests/fixtures/report/golden.md";
+  if (std::getenv("LORABENCH_UPDATE_GOLDEN")) {
+    std::ofstream(golden, std::ios::binary) << actual;
+    GTEST_SKIP() << "rewrote " << golden << " (LORABENCH_UPDATE_GOLDEN is set): review the diff";
+  }
+  const std::string expected = slurp(golden);
+  ASSERT_FALSE(expected.empty()) << golden << " is missing";
+  EXPECT_EQ(actual, expected) << "the report differs from " << golden << "; compare with: diff " << golden << " "
+                              << (dir / "report.md");
+  // Every chart the report links exists and is a complete SVG document.
+  for (const char* c : {"loss.svg", "tokens_per_s.svg", "memory.svg", "phases.svg"}) {
+    const std::string svg = slurp(dir / "charts" / c);
+    EXPECT_NE(actual.find(std::string("](charts/") + c + ")"), std::string::npos) << c;
+    EXPECT_EQ(svg.rfind("<?xml", 0), 0u) << c;
+    EXPECT_NE(svg.find("</svg>\n"), std::string::npos) << c;
+  }
+  // Deterministic: a second run gives the same bytes.
+  const Result again = run_report(dir, "in -o report2.md --charts charts2");
+  ASSERT_EQ(again.rc, 0) << again.err;
+  EXPECT_EQ(slurp(dir / "report2.md").find("](charts2/loss.svg)") != std::string::npos, true);
+  EXPECT_EQ(slurp(dir / "charts" / "phases.svg"), slurp(dir / "charts2" / "phases.svg"));
+}
+
+TEST(Report, GoldenContentIsWhatTheFixturesSay) {
+  // Independent of the golden file: the numbers the fixtures were built to produce.
+  const fs::path dir = work_dir("content");
+  rt::write_golden_set((dir / "in").string());
+  const Result r = run_report(dir, "in");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::string& md = r.out;
+  // ddp: step 4+15+25.x+20+5+1 ms; exposed comm ~ 28% -> synchronization-bound; 1 MiB all_reduce per step.
+  EXPECT_NE(md.find("**ddp** (ddp, 2 ranks): **synchronization-bound**"), std::string::npos) << md;
+  EXPECT_NE(md.find("the collective benchmark (comm) reached 1.6 GB/s busbw for all_reduce fp32 at 1.00 MiB"),
+            std::string::npos);
+  EXPECT_NE(md.find("**single** (single, 1 rank): **compute-bound**"), std::string::npos);
+  EXPECT_NE(md.find("**single-bf16** (single, 1 rank): **data-bound**"), std::string::npos);
+  // fsdp: rank 1 needs 20 ms more -> straggler
+  EXPECT_NE(md.find("**fsdp** (fsdp, 2 ranks): **synchronization-bound**"), std::string::npos);
+  EXPECT_NE(md.find("**FAILED**: non-finite loss at step 1"), std::string::npos);
+  EXPECT_NE(md.find("**RUNNING / NOT FINISHED**"), std::string::npos);
+  EXPECT_NE(md.find("- **git commit**:"), std::string::npos);
+  EXPECT_NE(md.find("- **config run.seed (C1)**: `1` (ddp, single); `7` (fsdp)"), std::string::npos);
+  EXPECT_EQ(md.find("parallel.reshard_after_forward (C1)"), std::string::npos) << "a role key is not a warning";
+  EXPECT_NE(md.find("| PAPI_TOT_INS | PAPI_TOT_CYC | perf::TASK-CLOCK | IPC |"), std::string::npos);
+  EXPECT_NE(md.find("**fsdp**, **single**, **single-bf16**: no counters in the run file (`/metrics/counters` absent); "
+                    "papi_status: `counting nothing"), std::string::npos);
+  EXPECT_NE(md.find("| 3 steps |"), std::string::npos);
+  EXPECT_NE(md.find("| 2 trials |"), std::string::npos);
+  EXPECT_EQ(md.find("## Charts"), std::string::npos) << "no -o and no --charts: no charts";
+}
+
+TEST(Report, ScalingAndMemoryNumbers) {
+  const fs::path dir = work_dir("numbers");
+  rt::write_golden_set((dir / "in").string());
+  std::vector<rep::RunRecord> runs;
+  for (const auto& p : rep::expand_inputs({(dir / "in").string()}, nullptr)) runs.push_back(rep::load_run(p, p));
+  const rep::Analysis a = rep::analyze(runs);
+  const rep::TrainRow* single = nullptr;
+  const rep::TrainRow* ddp = nullptr;
+  const rep::TrainRow* fsdp = nullptr;
+  for (const auto& t : a.train) {
+    if (t.run->name == "single") single = &t;
+    if (t.run->name == "ddp") ddp = &t;
+    if (t.run->name == "fsdp") fsdp = &t;
+  }
+  ASSERT_TRUE(single && ddp && fsdp);
+  ASSERT_EQ(a.configs.size(), 2u);  // fp32 and bf16
+  EXPECT_EQ(ddp->baseline, single);
+  EXPECT_DOUBLE_EQ(ddp->speedup, ddp->tps_mean / single->tps_mean);
+  EXPECT_DOUBLE_EQ(ddp->efficiency, ddp->speedup / 2);
+  EXPECT_EQ(fsdp->ddp, ddp);
+  EXPECT_NEAR(fsdp->saving_vs_ddp, 1.0 - (6.0 * (1 << 20)) / (9.0 * (1 << 20)), 1e-12);
+  // 1 MiB all_reduce per rank per step at 2 ranks (bus factor 1), 20 ms exposed.
+  EXPECT_EQ(ddp->dominant_op, 0);
+  EXPECT_NEAR(ddp->achieved_busbw_GBps, 1048576.0 / 0.020 / 1e9, 1e-9);
+  ASSERT_NE(ddp->reference.run, nullptr);
+  EXPECT_DOUBLE_EQ(ddp->reference.bytes, 1048576.0);
+  // One trial: std over the 3 measured steps of max-over-ranks step time (steps 1..3: jitter 0/1/0 ms).
+  EXPECT_TRUE(single->std_over_steps);
+  EXPECT_EQ(single->std_samples, 3);
+  EXPECT_NEAR(single->step_std, std::sqrt(((1.0 / 3) * (1.0 / 3) * 2 + (2.0 / 3) * (2.0 / 3)) / 2) * 1e-3, 1e-12);
+  EXPECT_FALSE(fsdp->std_over_steps);
+  EXPECT_EQ(fsdp->std_samples, 2);
+}
+
+TEST(Report, TruncatedFileFailsNamingIt) {
+  const fs::path dir = work_dir("truncated");
+  rt::write_train_fixture((dir / "in").string(), simple("a"));
+  const fs::path good = dir / "in" / "a" / "run.h5";
+  const fs::path bad = dir / "broken.h5";
+  const std::string bytes = slurp(good);
+  std::ofstream(bad, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  const Result r = run_report(dir, "broken.h5");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("lorabench-report: error: broken.h5"), std::string::npos) << r.err;
+  // The same file found in a directory (named run.h5) fails too.
+  fs::create_directories(dir / "dir" / "x");
+  fs::copy_file(bad, dir / "dir" / "x" / "run.h5");
+  const Result d = run_report(dir, "dir");
+  EXPECT_EQ(d.rc, 1);
+  EXPECT_NE(d.err.find("dir/x/run.h5"), std::string::npos) << d.err;
+}
+
+TEST(Report, ForeignHdf5FileFailsNamingIt) {
+  const fs::path dir = work_dir("foreign");
+  {
+    h5::Handle f = h5::create_truncate((dir / "other.h5").string());
+    h5::write_attr(f, "creator", "somebody else");
+    h5::Handle g = h5::create_group(f, "data");
+  }
+  const Result r = run_report(dir, "other.h5");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("other.h5: not a lorabench run file"), std::string::npos) << r.err;
+  std::ofstream(dir / "text.h5") << "not hdf5 at all\n";
+  const Result t = run_report(dir, "text.h5");
+  EXPECT_EQ(t.rc, 1);
+  EXPECT_NE(t.err.find("text.h5"), std::string::npos) << t.err;
+}
+
+TEST(Report, OtherSchemaVersionFails) {
+  const fs::path dir = work_dir("version");
+  rt::write_train_fixture((dir / "in").string(), simple("a"));
+  {
+    h5::Handle f = h5::open_rw((dir / "in" / "a" / "run.h5").string());
+    h5::write_attr(f, lorabench::schema::kAttrSchemaVersion, 99);
+  }
+  const Result r = run_report(dir, "in/a/run.h5");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("in/a/run.h5: schema version 99"), std::string::npos) << r.err;
+}
+
+TEST(Report, MissingRequiredFieldFailsButOptionalOnesAreNa) {
+  const fs::path dir = work_dir("fields");
+  rt::write_train_fixture((dir / "in").string(), simple("a"));
+  rt::write_train_fixture((dir / "in").string(), simple("b"));
+  {
+    h5::Handle f = h5::open_rw((dir / "in" / "b" / "run.h5").string());
+    h5::Handle g = h5::open_group(f, lorabench::schema::kSummary);
+    ASSERT_GE(H5Adelete(g, "mfu_mean"), 0);  // optional: printed n/a
+  }
+  Result ok = run_report(dir, "in/b/run.h5");
+  EXPECT_EQ(ok.rc, 0) << ok.err;
+  EXPECT_NE(ok.out.find("| n/a |"), std::string::npos);
+  {
+    h5::Handle f = h5::open_rw((dir / "in" / "a" / "run.h5").string());
+    h5::Handle g = h5::open_group(f, lorabench::schema::kSummary);
+    ASSERT_GE(H5Adelete(g, "tokens_per_s_mean"), 0);  // required
+  }
+  const Result r = run_report(dir, "in");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("in/a/run.h5: no /metrics/summary attribute \"tokens_per_s_mean\""), std::string::npos) << r.err;
+}
+
+TEST(Report, CommandLineErrors) {
+  const fs::path dir = work_dir("cli");
+  Result r = run_report(dir, "does-not-exist.h5");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("does-not-exist.h5: no such file or directory"), std::string::npos) << r.err;
+  fs::create_directories(dir / "empty");
+  r = run_report(dir, "empty");
+  EXPECT_EQ(r.rc, 1);
+  EXPECT_NE(r.err.find("empty: no run files"), std::string::npos) << r.err;
+  r = run_report(dir, "");
+  EXPECT_EQ(r.rc, 2);
+  r = run_report(dir, "--bogus x");
+  EXPECT_EQ(r.rc, 2);
+  r = run_report(dir, "--help");
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_NE(r.out.find("Usage: lorabench-report"), std::string::npos);
+}
+
+TEST(Report, DirectoryScanTakesRunFilesAndCommFilesOnly) {
+  const fs::path dir = work_dir("scan");
+  rt::write_train_fixture((dir / "out").string(), simple("a"));
+  rt::write_comm_fixture((dir / "out" / "bench-2.h5").string(), "bench", 2);
+  // A checkpoint folder and a stray foreign file: not reports' business.
+  fs::create_directories(dir / "out" / "a" / "checkpoints");
+  std::ofstream(dir / "out" / "a" / "checkpoints" / "step_00000001.h5") << "x";
+  { h5::Handle f = h5::create_truncate((dir / "out" / "stray.h5").string()); }
+  std::vector<std::string> notes;
+  const auto found = rep::expand_inputs({(dir / "out").string(), (dir / "out" / "a" / "run.h5").string()}, &notes);
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_TRUE(lorabench::ends_with(found[0], "out/a/run.h5"));
+  EXPECT_TRUE(lorabench::ends_with(found[1], "out/bench-2.h5"));
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("stray.h5: skipped"), std::string::npos);
+}
+
+TEST(Report, FailedCommCheckIsShown) {
+  const fs::path dir = work_dir("commfail");
+  rt::write_comm_fixture((dir / "c.h5").string(), "c", 4, true);
+  const Result r = run_report(dir, "c.h5");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("**FAIL**: 3 wrong element(s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Verdict: **INVALID**"), std::string::npos);
+  EXPECT_NE(r.out.find("No training runs among the inputs."), std::string::npos);
+}
+
+TEST(Report, AttributionRules) {
+  const rep::AttributionRules rules;
+  // data, forward, backward, comm, optimizer shares
+  EXPECT_EQ(rep::attribute({0.05, 0.3, 0.5, 0.05, 0.1}, 1.0, 0, 0.3, {}, rules).verdict, "compute-bound");
+  EXPECT_EQ(rep::attribute({0.25, 0.3, 0.3, 0.05, 0.1}, 1.0, 0, NAN, {}, rules).verdict, "data-bound");
+  EXPECT_EQ(rep::attribute({0.05, 0.3, 0.3, 0.25, 0.1}, 1.0, 0, NAN, {}, rules).verdict, "synchronization-bound");
+  // exactly at the threshold counts
+  EXPECT_EQ(rep::attribute({0.05, 0.3, 0.3, 0.20, 0.1}, 1.0, 0, NAN, {}, rules).verdict, "synchronization-bound");
+  // a straggler alone
+  const auto s = rep::attribute({0.05, 0.3, 0.5, 0.05, 0.1}, 1.25, 3, NAN, {}, rules);
+  EXPECT_EQ(s.verdict, "synchronization-bound");
+  EXPECT_NE(s.evidence[0].find("slowest rank (3) needs 1.25x"), std::string::npos) << s.evidence[0];
+  // both: the larger share wins, the other is mentioned
+  const auto both = rep::attribute({0.30, 0.2, 0.2, 0.22, 0.08}, 1.0, 0, NAN, {"bw"}, rules);
+  EXPECT_EQ(both.verdict, "data-bound");
+  ASSERT_EQ(both.evidence.size(), 3u);
+  EXPECT_EQ(both.evidence[1].rfind("also synchronization", 0), 0u);
+  EXPECT_EQ(both.evidence[2], "bw");
+  EXPECT_EQ(rep::attribute({NAN, 0.3, 0.5, 0.05, 0.1}, 1.0, 0, NAN, {}, rules).verdict, "n/a");
+  // custom thresholds
+  rep::AttributionRules strict;
+  strict.comm_share = 0.04;
+  EXPECT_EQ(rep::attribute({0.01, 0.3, 0.5, 0.05, 0.1}, 1.0, 0, NAN, {}, strict).verdict, "synchronization-bound");
+}
+
+TEST(Report, KeyClassesAndBusFactors) {
+  EXPECT_TRUE(rep::is_workload_key("model.dtype"));
+  EXPECT_TRUE(rep::is_workload_key("train.micro_batch"));
+  EXPECT_TRUE(rep::is_workload_key("parallel.threads_per_rank"));
+  EXPECT_FALSE(rep::is_workload_key("parallel.strategy"));
+  EXPECT_FALSE(rep::is_workload_key("run.steps"));
+  EXPECT_TRUE(rep::is_role_key("parallel.strategy"));
+  EXPECT_TRUE(rep::is_identity_key("run.output_dir"));
+  EXPECT_FALSE(rep::is_identity_key("run.seed"));
+  EXPECT_DOUBLE_EQ(rep::bus_factor("all_reduce", 4), 1.5);
+  EXPECT_DOUBLE_EQ(rep::bus_factor("all_gather", 4), 0.75);
+  EXPECT_DOUBLE_EQ(rep::bus_factor("broadcast", 4), 1.0);
+}
+
+TEST(Report, NumberFormats) {
+  EXPECT_EQ(rep::fmt_sig(51.23456), "51.23");
+  EXPECT_EQ(rep::fmt_sig(1234.6), "1235");
+  EXPECT_EQ(rep::fmt_sig(0.012345), "0.01235");
+  EXPECT_EQ(rep::fmt_sig(NAN), "n/a");
+  EXPECT_EQ(rep::fmt_pm(51.2345, 0.5), "51.23 ± 0.50");
+  EXPECT_EQ(rep::fmt_pm(51.2345, NAN), "51.23 ± n/a");
+  EXPECT_EQ(rep::fmt_pct(0.314), "31.4%");
+  EXPECT_EQ(rep::fmt_count(1234567), "1,234,567");
+  EXPECT_EQ(rep::fmt_count(12), "12");
+}
+
+TEST(Svg, EscapesAndIsWellFormed) {
+  EXPECT_EQ(rep::svg::escape("a<b & \"c\">'"), "a&lt;b &amp; &quot;c&quot;&gt;&apos;");
+  rep::svg::LineChart c;
+  c.title = "t <1>";
+  c.series.push_back({"s&1", {{1, 2}, {2, 3}, {4, 5}}, false, true});
+  const std::string s = rep::svg::render(c);
+  EXPECT_EQ(s.rfind("<?xml", 0), 0u);
+  EXPECT_NE(s.find("t &lt;1&gt;"), std::string::npos);
+  EXPECT_NE(s.find("s&amp;1"), std::string::npos);
+  EXPECT_EQ(s.find("s&1"), std::string::npos);
+  EXPECT_NE(s.find("<polyline"), std::string::npos);
+  // Every opened element is closed (self-closing or with an end tag).
+  size_t open = 0, close = 0;
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    if (s[i] == '<' && s[i + 1] != '/' && s[i + 1] != '?') ++open;
+    if ((s[i] == '<' && s[i + 1] == '/') || (s[i] == '/' && s[i + 1] == '>')) ++close;
+  }
+  EXPECT_EQ(open, close);
+  rep::svg::BarChart b;
+  b.categories = {"x", "y"};
+  b.series = {"p", "q"};
+  b.values = {{1, 2}, {3, NAN}};
+  b.stacked = true;
+  const std::string bs = rep::svg::render(b);
+  EXPECT_NE(bs.find("<rect"), std::string::npos);
+  EXPECT_NE(bs.find("</svg>"), std::string::npos);
+  rep::svg::BarChart empty;
+  EXPECT_NE(rep::svg::render(empty).find("no data"), std::string::npos);
+}
+
+TEST(Svg, NiceTicks) {
+  auto t = rep::svg::nice_ticks(0, 9.3);
+  ASSERT_FALSE(t.empty());
+  EXPECT_DOUBLE_EQ(t.front(), 0);
+  EXPECT_GE(t.back(), 9.3);
+  EXPECT_DOUBLE_EQ(t[1] - t[0], 2);
+  t = rep::svg::nice_ticks(3.5, 3.5);
+  EXPECT_LE(t.front(), 3.5);
+  EXPECT_GE(t.back(), 3.5);
+  EXPECT_EQ(rep::svg::tick_label(0.25), "0.25");
+  EXPECT_EQ(rep::svg::tick_label(1200), "1200");
+}
