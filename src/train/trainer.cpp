@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 
 #include <csignal>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -274,13 +275,6 @@ class Trainer {
 
     StepConfig sc = s_.step;
     if (trace_.enabled()) {
-      sc.options.on_pass = [this](model::Pass pass, bool begin, double t) {
-        if (begin) {
-          pass_t0_ = t;
-        } else {
-          trace_span(pass == model::Pass::kForward ? "forward" : "backward", pass_t0_, t);
-        }
-      };
       sc.options.on_unit = [this](const std::string& unit, model::Pass pass, double t0, double t1) {
         trace_.record((unit + (pass == model::Pass::kForward ? " fwd" : " bwd")).c_str(), "layer",
                       trace_.to_us(to_tp(t0)), (t1 - t0) * 1e6, 1);
@@ -289,8 +283,18 @@ class Trainer {
     if (c_.fault.nan_rank != rank_) sc.nan_at_step = -1;
     StepRunner runner(s_.layout, *strat, *s_.source, sc, env_.world);
     runner.on_phase = [this](int p, bool begin) {
+      const auto phase = static_cast<metrics::Phase>(p);
+      if (trace_.enabled()) {
+        // Each phase as a span; "comm" is the wait for the gradient reductions after backward.
+        if (begin) {
+          phase_t0_[p] = sys::now_s();
+        } else {
+          trace_span(phase == metrics::Phase::kComm ? "gradient sync" : metrics::phase_name(phase), phase_t0_[p],
+                     sys::now_s());
+        }
+      }
       if (begin) {
-        counters_->begin(static_cast<metrics::Phase>(p));
+        counters_->begin(phase);
       } else {
         counters_->end(static_cast<metrics::Phase>(p));
       }
@@ -418,7 +422,7 @@ class Trainer {
   strategy::MemoryPrediction prediction_;
   int64_t clipped_steps_ = 0, skipped_steps_ = 0;
   bool losses_finite_ = true, replicas_equal_ = true;
-  double pass_t0_ = 0;
+  double phase_t0_[metrics::kPhaseCount] = {};
 };
 
 // Summary, cross-rank statistics and validation (rank 0 writes), traces.
@@ -582,7 +586,8 @@ int run_training(const TrainEnv& env) {
   try {
     return t.run();
   } catch (const NumericsError& e) {
-    log::info(std::string("stopped: ") + e.what());
+    // Printed even with run.quiet: the run failed. Every rank saw it in the same step; rank 0 reports.
+    if (env.topo->rank == 0) std::fprintf(stderr, "lorabench: training stopped: %s\n", e.what());
     if (env.run) env.run->set_status(schema::kStatusFailed, e.what());
     return 3;
   }

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "lorabench/io/run_file.hpp"
 #include "lorabench/io/schema.hpp"
@@ -117,6 +118,21 @@ void check_train_run(const std::string& path, size_t ranks, size_t steps) {
   for (const auto& c : v) expect(c.passed, "validation " + c.name + ": " + c.detail);
 }
 
+// A Chrome trace file: valid JSON, complete events with the fields Perfetto needs, every named event.
+void check_trace(const std::string& path, const std::vector<std::string>& names) {
+  std::ifstream in(path);
+  expect(static_cast<bool>(in), "cannot open " + path);
+  nlohmann::json j = nlohmann::json::parse(in);
+  std::set<std::string> seen;
+  for (const auto& e : j.at("traceEvents")) {
+    if (e.value("ph", "") != "X") continue;
+    expect(e.contains("ts") && e.contains("dur") && e.contains("pid") && e.contains("tid"), "event fields");
+    expect(e.at("dur").get<double>() >= 0, "non-negative duration");
+    seen.insert(e.at("name").get<std::string>());
+  }
+  for (const auto& n : names) expect(seen.count(n) == 1, "trace event \"" + n + "\" in " + path);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -126,11 +142,13 @@ int main(int argc, char** argv) {
       check_comm_run(argv[2], std::stoul(argv[3]), std::stoul(argv[4]));
     } else if (mode == "train-run" && argc == 5) {
       check_train_run(argv[2], std::stoul(argv[3]), std::stoul(argv[4]));
+    } else if (mode == "trace" && argc >= 3) {
+      check_trace(argv[2], std::vector<std::string>(argv + 3, argv + argc));
     } else if (mode == "doctor-json" && argc == 3) {
       check_doctor_json(argv[2]);
     } else {
       std::fprintf(stderr, "usage: lorabench_e2e_check comm-run RUN.h5 ROWS RANKS | train-run RUN.h5 RANKS STEPS | "
-                           "doctor-json FILE\n");
+                           "trace FILE NAMES... | doctor-json FILE\n");
       return 2;
     }
   } catch (const std::exception& e) {

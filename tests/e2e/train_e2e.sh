@@ -79,6 +79,30 @@ case "$case_name" in
     diff want.txt have.txt >keys.diff ||
       { cat keys.diff >&2; fail "docs/input-reference.md is out of date: regenerate its table with lorabench keys --markdown"; }
     ;;
+  nan)
+    # A NaN on rank 1 at step 3: every rank stops in that step, exit code 3, the run file says why.
+    run 3 log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" --set run.name=nan --set parallel.strategy=ddp \
+      --set fault.nan_at_step=3 --set fault.nan_rank=1
+    expect_in log "non-finite loss on 1 rank(s) at step 3"
+    h5dump -a /status -a /status_message out/nan/run.h5 >attrs.txt
+    expect_in attrs.txt '"failed"'
+    expect_in attrs.txt "non-finite loss on 1 rank(s) at step 3"
+    h5dump -d /metrics/steps out/nan/run.h5 >steps.txt  # steps 0..3 of both ranks were flushed
+    [[ $(grep -c '^   (' steps.txt) -eq 8 ]] || { cat steps.txt; fail "expected 8 step rows"; }
+    # With on_nonfinite = skip the step's update is dropped on every rank and the run completes.
+    run 0 log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" --set run.name=skip --set parallel.strategy=ddp \
+      --set fault.nan_at_step=3 --set fault.nan_rank=1 --set train.on_nonfinite=skip
+    h5dump -a /metrics/summary/skipped_steps out/skip/run.h5 >skip.txt
+    expect_in skip.txt "(0): 1"
+    ;;
+  trace)
+    run 0 log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" --set run.name=trace --set parallel.strategy=fsdp \
+      --set profile.trace=true
+    for r in 0 1; do
+      "$checker" trace out/trace/trace_rank$r.json forward backward optimizer "gradient sync" step \
+        "layers.0 fwd" "layers.1 bwd" "embed fwd"
+    done
+    ;;
   *) fail "unknown case $case_name" ;;
 esac
 echo ok
