@@ -166,6 +166,9 @@ std::vector<OptionSpec> build_table() {
                        "weights and activations; norms, softmax, loss and LoRA state stay fp32"));
   t.push_back(bool_opt("model.activation_checkpointing", &RC::model, &ModelSection::activation_checkpointing, false,
                        "keep only each decoder layer's input and recompute the layer in backward"));
+  t.push_back(bool_opt("model.fused_head", &RC::model, &ModelSection::fused_head, true,
+                       "vocabulary-chunked LM head + loss; false = the unfused reference (full logits, "
+                       "more memory) to check numerics"));
 
   // [lora]
   t.push_back(bool_opt("lora.enabled", &RC::lora, &LoraSection::enabled, true,
@@ -454,6 +457,9 @@ void validate_run_config(const RunConfig& c, const ValidationContext& ctx) {
   if (p.emulate_nodes > ctx.world_size)
     add("parallel.emulate_nodes", "cannot split " + std::to_string(ctx.world_size) + " ranks into " +
                                       std::to_string(p.emulate_nodes) + " nodes");
+  if (!c.model.fused_head && p.strategy == "fsdp")
+    add("model.fused_head", "the unfused reference head needs the whole head on one rank; fsdp shards it "
+                            "(compare the paths with single or ddp)");
   if (c.run.warmup_steps >= c.run.steps)
     add("run.warmup_steps", "must be smaller than run.steps (" + std::to_string(c.run.steps) +
                                 ") so at least one step is measured");

@@ -45,7 +45,9 @@ HeadLoss UnitProvider::lm_head_loss(const ModelLayout& m, const at::Tensor& hn, 
                                     double grad_scale, int64_t chunk) {
   const int u = m.head_unit();
   at::Tensor dE = m.full_finetune ? head_of(m, grad(u)) : at::Tensor();
-  HeadLoss hl = head_loss(hn, head_of(m, compute(u, Pass::kForward)), targets, grad_scale, dE, chunk);
+  at::Tensor emb = head_of(m, compute(u, Pass::kForward));
+  HeadLoss hl = chunk > 0 ? head_loss(hn, emb, targets, grad_scale, dE, chunk)
+                          : head_loss_reference(hn, emb, targets, grad_scale, dE);
   release(u, Pass::kForward);
   return hl;
 }

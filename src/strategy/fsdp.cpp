@@ -230,6 +230,9 @@ class FsdpStrategy final : public TrainingStrategy {
 
   model::HeadLoss lm_head_loss(const model::ModelLayout& m, const at::Tensor& hn, const at::Tensor& targets,
                                double grad_scale, int64_t chunk) override {
+    if (chunk <= 0)
+      throw ConfigError("model.fused_head: the unfused reference head needs the whole head matrix on one rank; "
+                        "fsdp keeps it sharded by vocabulary rows (use single or ddp to compare the paths)");
     const int64_t N = hn.size(0), D = m.shape.hidden, V = m.shape.vocab_size;
     Unit& hu = units_[m.head_unit()];
     const int64_t row0 = rank_ * rows_per_rank_;

@@ -139,6 +139,7 @@ Setup make_setup(const TrainEnv& env) {
   sc.schedule.warmup_steps = c.train.warmup_steps;
   sc.schedule.total_steps = c.run.steps;
   sc.options.activation_checkpointing = c.model.activation_checkpointing;
+  if (!c.model.fused_head) sc.options.head_chunk = 0;
   sc.nan_at_step = c.fault.nan_at_step;
   return s;
 }
@@ -270,7 +271,10 @@ class Trainer {
     strategy::InitSource src;
     src.seed = c_.run.seed;
     src.snapshot = s_.snapshot.get();
+    const double ti = sys::now_s();
     strat->initialize(src);
+    log::info(strformat("%s: %s weights on every rank in %.1f s", strat->name(),
+                        src.snapshot ? "loaded" : "initialised", sys::now_s() - ti));
     if (trial == 0) prediction_ = strat->predict_memory();
 
     StepConfig sc = s_.step;

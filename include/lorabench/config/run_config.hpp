@@ -30,6 +30,7 @@ struct ModelSection {
   std::string path;    // Hugging Face snapshot directory; empty = random init of the preset
   std::string dtype;   // fp32 | bf16 (weights and activations; LoRA state is always fp32)
   bool activation_checkpointing = false;  // recompute each decoder layer in backward
+  bool fused_head = true;  // false: the unfused reference LM head + loss (numerics checks)
 };
 
 struct LoraSection {

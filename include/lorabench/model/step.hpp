@@ -37,8 +37,8 @@ class UnitProvider {
   // (FSDP) overrides them to compute on its shard and exchange activations instead of weights.
   // ids (N) -> x (N, D) in the model dtype.
   virtual at::Tensor embed_lookup(const ModelLayout& m, const at::Tensor& ids);
-  // Fused LM head + loss (see head_loss in qwen2.hpp); accumulates the head gradient with full
-  // fine-tuning.
+  // Fused LM head + loss (see head_loss in qwen2.hpp; chunk = 0: head_loss_reference); accumulates the
+  // head gradient with full fine-tuning.
   virtual HeadLoss lm_head_loss(const ModelLayout& m, const at::Tensor& hn, const at::Tensor& targets,
                                 double grad_scale, int64_t chunk);
   // Full fine-tuning: accumulates d embedding from dx (N, D) of the lookup of ids (N).
@@ -55,6 +55,8 @@ struct MicroBatch {
 
 struct StepOptions {
   bool activation_checkpointing = false;
+  // Vocabulary columns per chunk of the fused LM head + loss; 0 = the unfused reference path (full
+  // logits and an fp32 log-softmax, head_loss_reference) for checking the fused path's numerics.
   int64_t head_chunk = 16384;
   // Called around each unit's forward and backward (for traces): name, pass, start and end seconds.
   std::function<void(const std::string& unit, Pass pass, double t0, double t1)> on_unit;
