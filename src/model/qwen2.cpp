@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "lorabench/core/error.hpp"
+#include "profile_scope.hpp"
 
 namespace lorabench::model {
 
@@ -170,8 +171,11 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
 
   c.x = x;
   c.h1 = rmsnorm_forward(x, w.ln1, s.rms_eps, &c.rstd1);
+  ProfileScope proj("lb::projections");
   at::Tensor qkv = at::addmm(w.b_qkv, c.h1, w.w_qkv.t());  // (N, (H+2K)d)
   lora_forward(ctx, w, kQkv, w.a_qkv, c.h1, qkv, &c);
+  proj.end();
+  ProfileScope attn("lb::attention");
 
   at::Tensor q = rope_apply(qkv.narrow(1, 0, H * d).view({B, T, H, d}), *ctx.rope, false);
   at::Tensor k = rope_apply(qkv.narrow(1, H * d, K * d).view({B, T, K, d}), *ctx.rope, false);
@@ -186,19 +190,28 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
   c.p = at::softmax(scores, -1);
   at::Tensor o = at::matmul(c.p.to(dt), c.v);  // (B, K, GT, d)
   c.attn = o.view({B, K, G, T, d}).permute({0, 3, 1, 2, 4}).reshape({N, H * d});
+  attn.end();
 
+  ProfileScope proj2("lb::projections");
   at::Tensor ao = at::mm(c.attn, w.w_o.t());
   lora_forward(ctx, w, kOnlyO, w.lora[int(Proj::kO)].a, c.attn, ao, &c);
+  proj2.end();
   c.x2 = x + ao;
 
   c.h2 = rmsnorm_forward(c.x2, w.ln2, s.rms_eps, &c.rstd2);
+  ProfileScope proj3("lb::projections");
   c.gu = at::mm(c.h2, w.w_gu.t());  // (N, 2I)
   lora_forward(ctx, w, kGateUp, w.a_gu, c.h2, c.gu, &c);
+  proj3.end();
   const int64_t I = s.intermediate;
+  ProfileScope act("lb::swiglu");
   at::Tensor gf = c.gu.narrow(1, 0, I).to(at::kFloat);
   at::Tensor a = (at::silu(gf) * c.gu.narrow(1, I, I).to(at::kFloat)).to(dt);
+  act.end();
+  ProfileScope proj4("lb::projections");
   at::Tensor dn = at::mm(a, w.w_down.t());
   lora_forward(ctx, w, kOnlyDown, w.lora[int(Proj::kDown)].a, a, dn, &c);
+  proj4.end();
   c.full = true;
   if (y_out) *y_out = c.x2 + dn;
 }
@@ -284,6 +297,7 @@ LayerGrads bind_layer_grads(const ModelLayout& m, const UnitLayout& u, const at:
 }
 
 at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd) {
+  ProfileScope scope("lb::norm");
   at::Tensor xf = x.to(at::kFloat);
   // sum * (1/D) rather than mean: with grad mode on, mean would keep its input alive (ENVIRONMENT.md).
   at::Tensor r = at::rsqrt(xf.pow(2).sum(-1, true).mul_(1.0 / double(x.size(-1))).add_(eps));
@@ -293,6 +307,7 @@ at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps,
 
 at::Tensor rmsnorm_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
                             const at::Tensor& dw_acc) {
+  ProfileScope scope("lb::norm");
   at::Tensor xf = x.to(at::kFloat);
   at::Tensor y = xf * rstd;  // normalised, fp32
   if (dw_acc.defined()) dw_acc.add_((dy.to(at::kFloat) * y.to(x.scalar_type()).to(at::kFloat)).sum(0));
@@ -327,27 +342,38 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   const auto dt = dy.scalar_type();
 
   // ---- MLP: y = x2 + down(silu(gate) * up) ----
+  ProfileScope act("lb::swiglu");
   at::Tensor gf = c.gu.narrow(1, 0, I).to(at::kFloat);
   at::Tensor uf = c.gu.narrow(1, I, I).to(at::kFloat);
   at::Tensor sg = at::sigmoid(gf);
   at::Tensor silu = gf * sg;
   at::Tensor a = (silu * uf).to(dt);  // recomputed down_proj input
+  act.end();
+  ProfileScope proj("lb::projections");
   at::Tensor da = at::mm(dy, w.w_down);  // (N, I)
   if (g.w_down.defined()) g.w_down.add_(at::mm(dy.t(), a));
   lora_backward(ctx, w, g, kOnlyDown, w.lora[int(Proj::kDown)].a, g.lora[int(Proj::kDown)].a, a, dy, c, da);
+  proj.end();
+  ProfileScope act2("lb::swiglu");
   at::Tensor daf = da.to(at::kFloat);
   at::Tensor dgu = at::empty({N, 2 * I}, dy.options());
   dgu.narrow(1, 0, I).copy_(daf * uf * sg * (1 + gf * (1 - sg)));
   dgu.narrow(1, I, I).copy_(daf * silu);
+  act2.end();
+  ProfileScope proj2("lb::projections");
   at::Tensor dh2 = at::mm(dgu, w.w_gu);  // (N, D)
   if (g.w_gu.defined()) g.w_gu.add_(at::mm(dgu.t(), c.h2));
   lora_backward(ctx, w, g, kGateUp, w.a_gu, g.a_gu, c.h2, dgu, c, dh2);
+  proj2.end();
   at::Tensor dx2 = dy + rmsnorm_backward(dh2, c.x2, w.ln2, c.rstd2, g.ln2);
 
   // ---- attention: x2 = x + o(attn(rope(q), rope(k), v)) ----
+  ProfileScope proj3("lb::projections");
   at::Tensor dattn = at::mm(dx2, w.w_o);  // (N, H*d)
   if (g.w_o.defined()) g.w_o.add_(at::mm(dx2.t(), c.attn));
   lora_backward(ctx, w, g, kOnlyO, w.lora[int(Proj::kO)].a, g.lora[int(Proj::kO)].a, c.attn, dx2, c, dattn);
+  proj3.end();
+  ProfileScope attn("lb::attention");
   at::Tensor dO = dattn.view({B, T, K, G, d}).permute({0, 2, 3, 1, 4}).reshape({B, K, G * T, d});
   at::Tensor p_dt = c.p.to(dt);
   at::Tensor dv = at::matmul(p_dt.transpose(-1, -2), dO);            // (B, K, T, d)
@@ -363,10 +389,13 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   dqkv.narrow(1, 0, H * d).view({B, T, H, d}).copy_(rope_apply(dq_bthd, *ctx.rope, true));
   dqkv.narrow(1, H * d, K * d).view({B, T, K, d}).copy_(rope_apply(dk.permute({0, 2, 1, 3}), *ctx.rope, true));
   dqkv.narrow(1, (H + K) * d, K * d).view({B, T, K, d}).copy_(dv.permute({0, 2, 1, 3}));
+  attn.end();
+  ProfileScope proj4("lb::projections");
   at::Tensor dh1 = at::mm(dqkv, w.w_qkv);  // (N, D)
   if (g.w_qkv.defined()) g.w_qkv.add_(at::mm(dqkv.t(), c.h1));
   if (g.b_qkv.defined()) g.b_qkv.add_(dqkv.to(at::kFloat).sum(0));
   lora_backward(ctx, w, g, kQkv, w.a_qkv, g.a_qkv, c.h1, dqkv, c, dh1);
+  proj4.end();
   at::Tensor dx = dx2 + rmsnorm_backward(dh1, c.x, w.ln1, c.rstd1, g.ln1);
   return dx;
 }
@@ -426,6 +455,7 @@ void head_weight_grad(const at::Tensor& h, const at::Tensor& emb_rows, int64_t r
 
 HeadLoss head_loss(const at::Tensor& h, const at::Tensor& emb, const at::Tensor& targets, double grad_scale,
                    const at::Tensor& dE_acc, int64_t chunk) {
+  ProfileScope scope("lb::head_loss");
   const int64_t N = h.size(0);
   at::Tensor valid = targets.ne(-100);
   at::Tensor tgt = targets.clamp_min(0);
@@ -446,6 +476,7 @@ HeadLoss head_loss(const at::Tensor& h, const at::Tensor& emb, const at::Tensor&
 
 HeadLoss head_loss_reference(const at::Tensor& h, const at::Tensor& emb, const at::Tensor& targets,
                              double grad_scale, const at::Tensor& dE_acc) {
+  ProfileScope scope("lb::head_loss");
   const int64_t N = h.size(0);
   const auto dt = h.scalar_type();
   at::Tensor valid = targets.ne(-100);

@@ -1,6 +1,7 @@
 #include "lorabench/train/adamw.hpp"
 
 #include <ATen/ATen.h>
+#include <ATen/record_function.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +10,8 @@ namespace lorabench::train {
 
 void adamw_update(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v, int64_t step, double lr,
                   const AdamWConfig& c, const Ranges& decay_ranges) {
+  at::RecordFunction scope(at::RecordScope::USER_SCOPE);
+  if (scope.isActive()) scope.before("lb::optimizer");
   if (c.weight_decay != 0) {
     for (const auto& [b, n] : decay_ranges) p.narrow(0, b, n).mul_(1.0 - lr * c.weight_decay);
   }

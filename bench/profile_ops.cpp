@@ -1,0 +1,125 @@
+// Where lorabench's training step goes: runs the bench workload (single rank, LoRA r16 on every
+// projection, seq 256, micro-batch 1) with libtorch's op profiler on the measured steps, and prints the
+// self time of every ATen op and a breakdown by category, attributed through the lb:: ranges the model
+// code marks (src/model/profile_scope.hpp).
+//
+//   lorabench-profile-ops [--preset qwen2.5-0.5b] [--dtype bf16] [--steps 3] [--warmup 1] [--top 25]
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <mpi.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "lorabench/core/sysinfo.hpp"
+#include "lorabench/data/batch.hpp"
+#include "lorabench/strategy/strategy.hpp"
+#include "lorabench/train/step_runner.hpp"
+
+using namespace lorabench;
+namespace prof = torch::autograd::profiler;
+
+namespace {
+
+bool is_gemm(const std::string& op) {
+  return op == "aten::mm" || op == "aten::addmm" || op == "aten::bmm" || op == "aten::baddbmm" ||
+         op == "aten::matmul" || op == "aten::mkldnn_matmul" || op == "aten::_mkldnn_matmul";
+}
+
+std::string category(const std::string& op, const std::string& scope) {
+  if (scope == "lb::head_loss") return is_gemm(op) ? "head + loss: GEMMs" : "head + loss: softmax, exp, gather";
+  if (scope == "lb::optimizer") return "optimizer (AdamW)";
+  if (is_gemm(op)) return scope == "lb::attention" ? "attention: QK^T and PV GEMMs" : "projection GEMMs (base + LoRA)";
+  if (scope == "lb::attention") return "attention: softmax, mask, RoPE, layout copies";
+  if (scope == "lb::norm") return "RMSNorm";
+  if (scope == "lb::swiglu") return "SwiGLU (silu, multiply, casts)";
+  if (scope == "lb::projections") return "projections: LoRA adds, casts, bias";
+  return "other (embedding, residual adds, gradient buffers, data)";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  std::string preset = "qwen2.5-0.5b", dtype = "bf16";
+  int steps = 3, warmup = 1, top = 25;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--preset")) preset = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--warmup")) warmup = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--top")) top = std::atoi(argv[i + 1]);
+  }
+  at::set_num_threads(1);
+  model::ModelShape shape = model::preset_shape(preset);
+  model::LoraSpec lora = model::make_lora_spec(true, 16, 32, 0, false, {"q", "k", "v", "o", "gate", "up", "down"});
+  model::ModelLayout layout = model::build_layout(shape, lora);
+  strategy::StrategySpec spec;
+  spec.name = "single";
+  auto s = strategy::TrainingStrategy::create(spec, layout, dtype == "bf16" ? at::kBFloat16 : at::kFloat, nullptr);
+  s->initialize(strategy::InitSource{1234, nullptr});
+  data::SyntheticSpec ds{1234, int(shape.vocab_size), 256, 1, 1, 1};
+  auto source = data::make_synthetic_source(ds);
+  train::StepConfig sc;
+  sc.schedule.lr = 1e-4;
+  train::StepRunner runner(layout, *s, *source, sc, MPI_COMM_SELF);
+  for (int i = 0; i < warmup; ++i) runner.run(i);
+
+  prof::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
+  const double t0 = sys::now_s();
+  for (int i = 0; i < steps; ++i) runner.run(warmup + i);
+  const double wall = (sys::now_s() - t0) / steps;
+  prof::thread_event_lists lists = prof::disableProfilerLegacy();
+
+  // Self time per (op, innermost lb:: scope), from the push/pop nesting of each thread's events.
+  std::map<std::string, double> op_self, cat_self;
+  double total = 0;
+  for (auto& list : lists) {
+    struct Frame {
+      const prof::LegacyEvent* push;
+      double child_us;
+      std::string scope;
+    };
+    std::vector<Frame> stack;
+    for (const auto& e : list) {
+      const std::string kind = e.kindStr();
+      if (kind == "push") {
+        std::string name = e.name();
+        std::string scope = stack.empty() ? "" : stack.back().scope;
+        if (name.rfind("lb::", 0) == 0) scope = name;
+        stack.push_back({&e, 0.0, scope});
+      } else if (kind == "pop" && !stack.empty()) {
+        Frame f = stack.back();
+        stack.pop_back();
+        const double dur = f.push->cpuElapsedUs(e);
+        if (!stack.empty()) stack.back().child_us += dur;
+        const std::string name = f.push->name();
+        if (name.rfind("lb::", 0) == 0) continue;  // scopes only attribute; their time is their ops'
+        const double self = dur - f.child_us;
+        op_self[name] += self;
+        cat_self[category(name, f.scope)] += self;
+        total += self;
+      }
+    }
+  }
+  std::printf("%s %s: %.3f s per step (wall, profiler on); %.3f s of op self time per step\n\n", preset.c_str(),
+              dtype.c_str(), wall, total / 1e6 / steps);
+  std::printf("| category | s per step | share of op time |\n| --- | --- | --- |\n");
+  std::vector<std::pair<double, std::string>> cats;
+  for (auto& [k, v] : cat_self) cats.push_back({v, k});
+  std::sort(cats.rbegin(), cats.rend());
+  for (auto& [v, k] : cats) std::printf("| %s | %.3f | %.1f%% |\n", k.c_str(), v / 1e6 / steps, 100 * v / total);
+  std::printf("\n| op | s per step | share |\n| --- | --- | --- |\n");
+  std::vector<std::pair<double, std::string>> ops;
+  for (auto& [k, v] : op_self) ops.push_back({v, k});
+  std::sort(ops.rbegin(), ops.rend());
+  for (int i = 0; i < std::min<int>(top, ops.size()); ++i)
+    std::printf("| %s | %.3f | %.1f%% |\n", ops[i].second.c_str(), ops[i].first / 1e6 / steps, 100 * ops[i].first / total);
+  MPI_Finalize();
+  return 0;
+}
