@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# End-to-end checks of the multi-node layout and of the user-facing inputs (tests/e2e/cluster.cmake).
+#   cluster_e2e.sh CASE LORABENCH WORKDIR MPIEXEC...
+# Cases:
+#   emulated_nodes  4 ranks as 2 emulated nodes (DDP, tiny): /ranks has node 0,0,1,1 and local_rank
+#                   0,1,0,1, provenance node_count 2 and nodes_emulated true, one startup line per rank
+#   inputs          inputs/{single,ddp,fsdp,zero}.ini are valid at the rank counts the slurm/ scripts use
+#                   and say what docs/slurm.md promises (qwen2.5-0.5b, bf16, seq 256, LoRA r16/a32 x 7, ...)
+set -euo pipefail
+case_name=$1 lorabench=$2 work=$3
+shift 3
+mpiexec=("$@")
+src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_in() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "\"$2\" not in $1"; }; }
+h5attr() { h5dump -a "$2" "$1" | sed -n 's/^ *(0): //p' | head -n 1 | tr -d '"'; }
+# ranks_column FILE NAME: one column of the /ranks table, comma-separated in row order.
+ranks_column() {
+  h5dump -d /ranks "$1" | awk -v want="$2" '
+    /^ *H5T_[A-Z0-9_]+ "[^"]+";/ { match($0, /"[^"]+"/); cols[n++] = substr($0, RSTART + 1, RLENGTH - 2) }
+    /^ *DATA \{/ { data = 1; next }
+    data && /^ *-?[0-9]+,?$/ { gsub(/[ ,]/, ""); if (cols[m++ % n] == want) out = out (out == "" ? "" : ",") $0 }
+    END { print out }'
+}
+
+case "$case_name" in
+  emulated_nodes)
+    "${mpiexec[@]}" -n 4 "$lorabench" "$src/inputs/tiny.ini" --set parallel.strategy=ddp \
+      --set parallel.emulate_nodes=2 --set run.steps=2 --set run.warmup_steps=0 --set run.name=emu >out.txt 2>&1 ||
+      { cat out.txt >&2; fail "lorabench failed"; }
+    run=outputs/emu/run.h5
+    [ "$(h5attr $run /status)" = completed ] || fail "status $(h5attr $run /status)"
+    v=$(ranks_column $run rank); [ "$v" = 0,1,2,3 ] || fail "/ranks rank = $v"
+    v=$(ranks_column $run node); [ "$v" = 0,0,1,1 ] || fail "/ranks node = $v, expected 0,0,1,1"
+    v=$(ranks_column $run local_rank); [ "$v" = 0,1,0,1 ] || fail "/ranks local_rank = $v, expected 0,1,0,1"
+    v=$(ranks_column $run cuda_device); [ "$v" = -1,-1,-1,-1 ] || fail "/ranks cuda_device = $v (CPU run)"
+    v=$(h5attr $run /provenance/node_count); [ "$v" = 2 ] || fail "provenance node_count = $v, expected 2"
+    v=$(h5attr $run /provenance/nodes_emulated); [ "$v" = true ] || fail "provenance nodes_emulated = $v"
+    v=$(h5attr $run /provenance/world_size); [ "$v" = 4 ] || fail "provenance world_size = $v"
+    for r in 0:0:0 1:0:1 2:1:0 3:1:1; do   # rank:node:local rank, one startup line each
+      IFS=: read -r rk nd lr <<<"$r"
+      grep -qE "rank $rk/4 host [^ ]+ node $nd/2 \(emulated\) local rank $lr/2 device cpu" out.txt ||
+        { cat out.txt >&2; fail "no startup line for rank $rk as node $nd local rank $lr"; }
+    done
+    echo "ok: /ranks node 0,0,1,1 local_rank 0,1,0,1; node_count 2 (emulated)"
+    ;;
+  inputs)
+    for x in single:1:single ddp:2:ddp fsdp:2:fsdp zero:2:zero2; do
+      IFS=: read -r name n strategy <<<"$x"
+      "${mpiexec[@]}" -n "$n" "$lorabench" "$src/inputs/$name.ini" --print-config >"$name.txt" 2>&1 ||
+        { cat "$name.txt" >&2; fail "inputs/$name.ini is not valid at $n rank(s)"; }
+      for kv in "parallel.strategy $strategy" "model.preset qwen2.5-0.5b" "model.dtype bf16" \
+                "data.seq_len 256" "data.format synthetic" "train.micro_batch 1" "lora.r 16" "lora.alpha 32" \
+                "lora.targets q,k,v,o,gate,up,down" "run.steps 20" "run.warmup_steps 2"; do
+        grep -qE "^${kv% *} +${kv#* } " "$name.txt" || { cat "$name.txt" >&2; fail "inputs/$name.ini: ${kv% *} is not ${kv#* }"; }
+      done
+    done
+    echo "ok: inputs/single.ini, ddp.ini, fsdp.ini, zero.ini"
+    ;;
+  *) fail "unknown case $case_name" ;;
+esac

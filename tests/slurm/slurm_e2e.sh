@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Label "slurm" (tests/slurm/slurm.cmake): a real one-node Slurm cluster on this machine
+# (scripts/slurm/slurm_up.sh: munged, slurmctld, slurmd under WORKDIR/cluster), the project's batch scripts
+# submitted to it with CI-sized inputs, and the daemons stopped by PID afterwards, also when a check fails.
+#   slurm_e2e.sh CASE LORABENCH WORKDIR
+# Cases:
+#   ddp_2cpu   sbatch slurm/ddp_2cpu.sbatch (tiny input): exit code, run file status and Slurm provenance
+#   srun_fsdp  salloc -n 2 srun lorabench inputs/fsdp.ini (shrunk with --set): plain srun in an allocation
+#   memory     slurm/memory_matrix.sh cpu with a tiny model and a memory limit that a larger one exceeds:
+#              the failure is a row of the summary, the matrix goes on
+set -euo pipefail
+case_name=$1 lorabench=$2 work=$3
+src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+export PATH=$PATH:/usr/sbin
+
+cluster="$work/cluster"
+# A cluster that an earlier, killed run of this test left behind: stop it before its pid files go.
+[ -d "$cluster/run" ] && "$src/scripts/slurm/slurm_down.sh" "$cluster" >/dev/null 2>&1
+rm -rf "$work"
+mkdir -p "$work"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect_in() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "\"$2\" not in $1"; }; }
+
+# The cluster goes down whatever happens below (exit, failed check, SIGTERM/SIGINT). Every job has a
+# Slurm time limit and every wait a timeout, all well inside the ctest TIMEOUT, so a hung job ends here
+# and not by ctest's kill (which no trap survives; the next run then stops the stale cluster first).
+down() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [ $rc -ne 0 ] && [ -d "$cluster/log" ]; then
+    echo "--- cluster logs (last lines) ---" >&2
+    tail -n 15 "$cluster"/log/*.log >&2 || true
+  fi
+  "$src/scripts/slurm/slurm_down.sh" "$cluster" || rc=1
+  exit $rc
+}
+trap down EXIT
+trap 'exit 143' INT TERM
+
+"$src/scripts/slurm/slurm_up.sh" "$cluster" >"$work/slurm_up.txt" 2>&1 || { cat "$work/slurm_up.txt" >&2; fail "slurm_up.sh"; }
+export SLURM_CONF="$cluster/slurm.conf"
+export LORABENCH_BIN=$lorabench OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+cd "$src"   # the scripts resolve inputs/ and slurm/ from $SLURM_SUBMIT_DIR, the directory sbatch ran in
+
+# h5attr FILE OBJECT/NAME: an attribute's value as h5dump prints it, without quotes.
+h5attr() { h5dump -a "$2" "$1" | sed -n 's/^ *(0): //p' | head -n 1 | tr -d '"'; }
+
+# check_run RUN.h5 JOBID NTASKS: a completed run whose provenance names this Slurm job.
+check_run() {
+  local run=$1 job=$2 ntasks=$3
+  [ -f "$run" ] || fail "no run file $run"
+  h5dump -H "$run" >/dev/null || fail "h5dump cannot read $run"
+  local v
+  v=$(h5attr "$run" /status); [ "$v" = completed ] || fail "$run: status \"$v\", expected completed"
+  v=$(h5attr "$run" /provenance/slurm_job_id); [ "$v" = "$job" ] || fail "$run: slurm_job_id \"$v\", expected $job"
+  v=$(h5attr "$run" /provenance/slurm_ntasks); [ "$v" = "$ntasks" ] || fail "$run: slurm_ntasks \"$v\", expected $ntasks"
+  v=$(h5attr "$run" /provenance/slurm_job_nodelist); [ "$v" = "$(hostname -s)" ] || fail "$run: slurm_job_nodelist \"$v\""
+  v=$(h5attr "$run" /provenance/slurm_tasks_per_node); [ "$v" = "$ntasks" ] || fail "$run: slurm_tasks_per_node \"$v\""
+  v=$(h5attr "$run" /provenance/world_size); [ "$v" = "$ntasks" ] || fail "$run: world_size \"$v\", expected $ntasks"
+  echo "ok: $run completed, provenance slurm_job_id=$job slurm_ntasks=$ntasks nodelist=$(hostname -s)"
+}
+
+case "$case_name" in
+  ddp_2cpu)
+    # CI-sized: the tiny preset, one CPU per rank, run and log in the work directory.
+    job=$(LORABENCH_INPUT=inputs/tiny.ini LORABENCH_SET="run.output_dir=$work/outputs run.steps=4" \
+          sbatch --parsable --cpus-per-task=1 --time=4 --output="$work/job-%j.out" slurm/ddp_2cpu.sbatch)
+    echo "submitted slurm/ddp_2cpu.sbatch: job $job"
+    rc=0
+    "$src/scripts/slurm/wait_job.sh" "$job" 240 || rc=$?
+    cat "$work/job-$job.out"
+    [ $rc -eq 0 ] || fail "job $job exited with $rc"
+    check_run "$work/outputs/ddp_$job/run.h5" "$job" 2
+    v=$(h5attr "$work/outputs/ddp_$job/run.h5" /metrics/summary/strategy); [ "$v" = ddp ] || fail "strategy \"$v\""
+    v=$(h5attr "$work/outputs/ddp_$job/run.h5" /provenance/threads_per_rank); [ "$v" = 1 ] || fail "threads_per_rank \"$v\""
+    expect_in "$work/job-$job.out" "rank 1/2"
+    ;;
+  srun_fsdp)
+    # `srun -n 2 lorabench inputs/fsdp.ini` inside an allocation; plain srun relies on MpiDefault=pmix.
+    timeout 300 salloc -n 2 --cpus-per-task=1 --time=4 --job-name=lorabench-srun-fsdp \
+      srun -n 2 "$lorabench" inputs/fsdp.ini --set model.preset=tiny --set model.dtype=fp32 \
+      --set data.seq_len=32 --set run.steps=3 --set run.warmup_steps=1 --set lora.r=4 --set lora.alpha=8 \
+      --set profile.peak_gflops=50 --set run.output_dir="$work/outputs" --set run.name=fsdp_srun \
+      >"$work/salloc.txt" 2>&1 || { cat "$work/salloc.txt" >&2; fail "salloc/srun failed"; }
+    cat "$work/salloc.txt"
+    job=$(grep -oP 'Granted job allocation \K[0-9]+' "$work/salloc.txt") || fail "no job id in salloc's output"
+    check_run "$work/outputs/fsdp_srun/run.h5" "$job" 2
+    v=$(h5attr "$work/outputs/fsdp_srun/run.h5" /metrics/summary/strategy); [ "$v" = fsdp ] || fail "strategy \"$v\""
+    ;;
+  memory)
+    # tiny fits in the address-space limit below (VmPeak ~1.2 GB here), qwen2.5-0.5b in fp32 does not
+    # (~3.2 GB): libtorch's allocation fails during init, the job fails, and the summary records it.
+    # Slurm propagates the submitting shell's limits to the job (PropagateResourceLimits=ALL).
+    limit_kb=${LORABENCH_TEST_AS_LIMIT_KB:-2500000}
+    out=$( (ulimit -v "$limit_kb"
+            MATRIX_PRESETS="tiny qwen2.5-0.5b" MATRIX_STRATEGIES="ddp" MATRIX_STEPS=2 LORABENCH_OUTPUT_DIR="$work/outputs" \
+            LORABENCH_INPUT=inputs/tiny.ini LORABENCH_SBATCH_ARGS="--cpus-per-task=1 --time=4" slurm/memory_matrix.sh cpu) )
+    echo "$out"
+    summary_job=$(awk '/^jobs:/ { print $NF }' <<<"$out")
+    [ -n "$summary_job" ] || fail "no job ids printed"
+    rc=0
+    "$src/scripts/slurm/wait_job.sh" "$summary_job" 280 || rc=$?
+    dir=$(ls -d "$work"/outputs/memory_*)
+    cat "$dir"/summary-*.out || true
+    [ $rc -eq 0 ] || fail "summary job $summary_job exited with $rc"
+    tsv="$dir/summary.tsv"
+    [ "$(wc -l <"$tsv")" -eq 3 ] || fail "$tsv: expected a header and 2 rows"
+    awk -F'\t' '$1 == "tiny" && $2 == "ddp" && $5 == "COMPLETED" && $7 == "completed" && $9 > 0 { ok = 1 }
+                END { exit !ok }' "$tsv" || { cat "$tsv" >&2; fail "tiny/ddp is not a completed row with a peak"; }
+    awk -F'\t' '$1 == "qwen2.5-0.5b" && $2 == "ddp" && $5 != "COMPLETED" && $12 ~ /out of memory/ { ok = 1 }
+                END { exit !ok }' "$tsv" || { cat "$tsv" >&2; fail "qwen2.5-0.5b/ddp is not an out-of-memory row"; }
+    expect_in "$dir/summary.md" "| preset | strategy |"
+    echo "ok: the matrix recorded a completed run and an out-of-memory failure"
+    ;;
+  *) fail "unknown case $case_name" ;;
+esac
+echo "ok: $case_name"
