@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "lorabench/core/strings.hpp"
@@ -27,26 +28,62 @@ StepRunner::StepRunner(const model::ModelLayout& m, strategy::TrainingStrategy& 
   MPI_Comm_rank(world, &rank_);
 }
 
+namespace {
+
+// Attributes every second of a step to exactly one phase, so the phases add up to the step time by
+// construction: the clock runs for one phase at a time, and time spent blocked on the communicator
+// inside another phase (FSDP's gathers in forward, ZeRO's parameter gathers in the optimizer) is moved
+// to comm.
+class PhaseClock {
+ public:
+  PhaseClock(const comm::Communicator* comm, std::function<void(int, bool)> hook, double start)
+      : comm_(comm), hook_(std::move(hook)), mark_(start), waits_(waits()) {}
+
+  void switch_to(int phase) {
+    const double now = sys::now_s(), w = waits();
+    const double elapsed = now - mark_, waited = w - waits_;
+    if (cur_ == kComm) {
+      acc_[kComm] += elapsed;
+    } else if (cur_ >= 0) {
+      acc_[cur_] += elapsed - waited;
+      acc_[kComm] += waited;
+    }
+    if (hook_ && cur_ >= 0) hook_(cur_, false);
+    if (hook_ && phase >= 0) hook_(phase, true);
+    mark_ = now;
+    waits_ = w;
+    cur_ = phase;
+  }
+  int current() const { return cur_; }
+  double total(int phase) const { return acc_[phase]; }
+
+ private:
+  double waits() const { return comm_ ? comm_->stats().wait_s : 0.0; }
+  const comm::Communicator* comm_;
+  std::function<void(int, bool)> hook_;
+  double mark_, waits_;
+  int cur_ = -1;
+  double acc_[5] = {0, 0, 0, 0, 0};
+};
+
+}  // namespace
+
 StepResult StepRunner::run(int64_t step) {
   StepResult res;
   StepTimes& t = res.times;
-  comm::Communicator* comm = s_.communicator();
-  auto waits = [&]() { return comm ? comm->stats().wait_s : 0.0; };
-  const double t0 = sys::now_s(), w_start = waits();
+  const double t0 = sys::now_s();
+  PhaseClock clock(s_.communicator(), on_phase, t0);
 
   // ---- data ----
-  phase(kData, true);
+  clock.switch_to(kData);
   std::vector<data::Batch> batches;
   for (int micro = 0; micro < c_.grad_accum; ++micro) {
     batches.push_back(source_.micro_batch(step, micro, rank_));
     res.tokens += batches.back().real_tokens;
     res.loss_tokens += batches.back().loss_tokens;
   }
-  phase(kData, false);
-  t.data = sys::now_s() - t0;
-  double ctrl0 = sys::now_s();
+  clock.switch_to(kComm);
   const int64_t global_loss_tokens = allreduce_sum(world_, res.loss_tokens);
-  double ctrl = sys::now_s() - ctrl0;
   // The loss is the mean over the global batch's counted tokens: every micro-step's gradient is scaled
   // by 1/(global count) and gradients are summed over micro-steps and ranks.
   const double grad_scale = global_loss_tokens > 0 ? 1.0 / double(global_loss_tokens) : 0.0;
@@ -55,11 +92,12 @@ StepResult StepRunner::run(int64_t step) {
   model::StepOptions opt = c_.options;
   auto outer = opt.on_pass;
   opt.on_pass = [&](model::Pass pass, bool begin, double when) {
-    phase(pass == model::Pass::kForward ? kForward : kBackward, begin);
+    if (begin) clock.switch_to(pass == model::Pass::kForward ? kForward : kBackward);
     if (outer) outer(pass, begin, when);
   };
   double loss_sum = 0;
   for (int micro = 0; micro < c_.grad_accum; ++micro) {
+    clock.switch_to(kData);  // the micro-batch's tensors
     const data::Batch& b = batches[micro];
     model::MicroBatch mb;
     mb.ids = at::from_blob(const_cast<int64_t*>(b.ids.data()), {b.batch, b.seq}, at::kLong).clone();
@@ -71,25 +109,19 @@ StepResult StepRunner::run(int64_t step) {
     mb.dropout_seed = mix64(c_.seed ^ mix64(uint64_t(step) * 1000003ull + uint64_t(micro) * 7919ull + first));
     s_.begin_micro(micro);
     model::MicroResult r = model::forward_backward(m_, s_, mb, opt);
-    phase(kComm, true);
+    clock.switch_to(kComm);  // waiting for this micro-step's gradient reductions
     s_.end_micro();
-    phase(kComm, false);
-    t.forward += r.forward_s;
-    t.backward += r.backward_s;
     loss_sum += r.loss_sum;
   }
   if (c_.nan_at_step == step) loss_sum = std::nan("");
 
   // ---- one allreduce: the global loss and whether any rank saw a non-finite value ----
-  ctrl0 = sys::now_s();
   std::vector<double> agg = {std::isfinite(loss_sum) ? loss_sum : 0.0, std::isfinite(loss_sum) ? 0.0 : 1.0};
   allreduce_sum(world_, agg);
-  ctrl += sys::now_s() - ctrl0;
   res.loss = agg[1] > 0 ? std::nan("") : agg[0] / double(std::max<int64_t>(1, global_loss_tokens));
 
   // ---- optimizer ----
-  const double o0 = sys::now_s(), ow0 = waits();
-  phase(kOptimizer, true);
+  clock.switch_to(kOptimizer);
   res.lr = lr_at(c_.schedule, step);
   if (agg[1] > 0) {
     res.nonfinite = true;
@@ -113,11 +145,13 @@ StepResult StepRunner::run(int64_t step) {
       s_.optimizer_step(c_.adamw, res.lr);
     }
   }
-  phase(kOptimizer, false);
-  const double t_end = sys::now_s();
-  t.optimizer = (t_end - o0) - (waits() - ow0);
-  t.comm = (waits() - w_start) + ctrl;
-  t.step = t_end - t0;
+  clock.switch_to(-1);
+  t.data = clock.total(kData);
+  t.forward = clock.total(kForward);
+  t.backward = clock.total(kBackward);
+  t.comm = clock.total(kComm);
+  t.optimizer = clock.total(kOptimizer);
+  t.step = sys::now_s() - t0;
   return res;
 }
 

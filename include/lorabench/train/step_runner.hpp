@@ -27,6 +27,9 @@ struct StepConfig {
   int nan_at_step = -1;         // fault injection: this rank reports a NaN loss at this step
 };
 
+// Wall seconds of one step by phase. The phases partition the step: they add up to `step` (up to the few
+// instructions between the last phase change and the end). comm is every second blocked on the
+// communicator or in a control-plane collective, wherever it happened.
 struct StepTimes {
   double data = 0, forward = 0, backward = 0, comm = 0, optimizer = 0, step = 0;
 };
@@ -53,14 +56,11 @@ class StepRunner {
   // and non-finite check, and (when finite) clipping and the optimizer update.
   StepResult run(int64_t step);
 
-  // Hooks around phases (per-phase counters): called with a phase index 0..4 (data, forward, backward,
-  // comm, optimizer) and begin/end.
+  // Called at every phase change with a phase index 0..4 (data, forward, backward, comm, optimizer) and
+  // begin/end (per-phase counters, traces). Phases do not nest: the step is a sequence of them.
   std::function<void(int phase, bool begin)> on_phase;
 
  private:
-  void phase(int p, bool begin) {
-    if (on_phase) on_phase(p, begin);
-  }
   const model::ModelLayout& m_;
   strategy::TrainingStrategy& s_;
   data::BatchSource& source_;
