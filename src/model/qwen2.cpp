@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "lorabench/core/error.hpp"
+#include "kernels.hpp"
 #include "profile_scope.hpp"
 
 namespace lorabench::model {
@@ -38,15 +39,16 @@ at::Tensor dropout_multiplier(const LayerContext& ctx, Proj p, int64_t rows, int
 
 bool use_dropout(const LayerContext& ctx) { return ctx.dropout.active && ctx.model->lora.dropout > 0; }
 
-// The projections that read the same input, in packed order.
+// The projections that read the same input, in packed order; `id` indexes LayerCache::la.
 struct Group {
   Proj members[3];
   int n;
+  int id;
 };
-constexpr Group kQkv{{Proj::kQ, Proj::kK, Proj::kV}, 3};
-constexpr Group kGateUp{{Proj::kGate, Proj::kUp, Proj::kQ}, 2};
-constexpr Group kOnlyO{{Proj::kO, Proj::kQ, Proj::kQ}, 1};
-constexpr Group kOnlyDown{{Proj::kDown, Proj::kQ, Proj::kQ}, 1};
+constexpr Group kQkv{{Proj::kQ, Proj::kK, Proj::kV}, 3, 0};
+constexpr Group kOnlyO{{Proj::kO, Proj::kQ, Proj::kQ}, 1, 1};
+constexpr Group kGateUp{{Proj::kGate, Proj::kUp, Proj::kQ}, 2, 2};
+constexpr Group kOnlyDown{{Proj::kDown, Proj::kQ, Proj::kQ}, 1, 3};
 
 // Column range of projection p inside its group's fused output.
 std::pair<int64_t, int64_t> out_range(const ModelShape& s, Proj p) {
@@ -62,84 +64,97 @@ std::pair<int64_t, int64_t> out_range(const ModelShape& s, Proj p) {
   return {0, 0};
 }
 
-// out += scaling * B(A(dropout(x))) for the group's adapters. `packed_a` is the group's packed A (or
-// undefined). Keeps dropout(x) A^T of each adapter in cache->la when cache is given.
-void lora_forward(const LayerContext& ctx, const LayerWeights& w, const Group& grp, const at::Tensor& packed_a,
-                  const at::Tensor& x, at::Tensor& out, LayerCache* cache) {
-  const LoraSpec& lora = ctx.model->lora;
-  if (!lora.enabled) return;
+bool group_targeted(const LoraSpec& lora, const Group& grp) {
   bool any = false;
   for (int i = 0; i < grp.n; ++i) any = any || lora.targets(grp.members[i]);
-  if (!any) return;
-  const double s = lora.scaling();
+  return any;
+}
+
+// The group's B matrices as one block-diagonal (out_total, n*r) matrix in dtype dt: target j's rows are
+// its output columns, its columns j*r .. j*r+r. One GEMM then adds every adapter of the group.
+at::Tensor block_b(const LayerContext& ctx, const LayerWeights& w, const Group& grp, int64_t out_total,
+                   at::ScalarType dt) {
+  const LoraSpec& lora = ctx.model->lora;
   const int64_t r = lora.r;
-  at::Tensor xf = x.to(at::kFloat);  // PEFT casts the input to the adapter dtype (fp32)
-  at::Tensor la_packed;
-  if (!use_dropout(ctx) && packed_a.defined()) la_packed = at::mm(xf, packed_a.t());  // (N, n*r)
+  int n = 0;
+  for (int i = 0; i < grp.n; ++i) n += lora.targets(grp.members[i]) ? 1 : 0;
+  at::Tensor blk = at::zeros({out_total, n * r}, at::TensorOptions().dtype(dt));
   int j = 0;
   for (int i = 0; i < grp.n; ++i) {
     Proj p = grp.members[i];
     if (!lora.targets(p)) continue;
-    const LoraPair& lp = w.lora[static_cast<int>(p)];
-    at::Tensor la;
-    if (la_packed.defined()) {
-      la = la_packed.narrow(1, j * r, r);
-    } else {
-      at::Tensor xin = use_dropout(ctx) ? xf * dropout_multiplier(ctx, p, xf.size(0), xf.size(1)) : xf;
-      la = at::mm(xin, lp.a.t());
-    }
-    ++j;
     auto [c0, cn] = out_range(ctx.model->shape, p);
-    out.narrow(1, c0, cn).add_(at::mm(la, lp.b.t()), s);
-    if (cache) cache->la[static_cast<int>(p)] = la;
+    blk.narrow(0, c0, cn).narrow(1, j * r, r).copy_(w.lora[static_cast<int>(p)].b);
+    ++j;
   }
+  return blk;
 }
 
-// Backward of lora_forward: accumulates dA, dB and adds the input gradient into dx.
+// out += scaling * B(A(dropout(x))) for the group's adapters, as two GEMMs: la = dropout(x) A_packed^T
+// (N, n*r) and out += scaling * la B_block^T. The adapters' parameters are fp32; the GEMMs run in the
+// model dtype (fp32: PEFT's arithmetic; bf16: torch.autocast's, the fp32 weights cast for the GEMM).
+// Keeps la in cache->la[grp.id] for the backward.
+void lora_forward(const LayerContext& ctx, const LayerWeights& w, const Group& grp, const at::Tensor& packed_a,
+                  const at::Tensor& x, at::Tensor& out, LayerCache* cache) {
+  const LoraSpec& lora = ctx.model->lora;
+  if (!lora.enabled || !group_targeted(lora, grp)) return;
+  const auto dt = x.scalar_type();
+  at::Tensor la;
+  if (!use_dropout(ctx) && packed_a.defined()) {
+    la = at::mm(x, packed_a.to(dt).t());
+  } else {
+    std::vector<at::Tensor> parts;
+    for (int i = 0; i < grp.n; ++i) {
+      Proj p = grp.members[i];
+      if (!lora.targets(p)) continue;
+      at::Tensor xin = use_dropout(ctx)
+                           ? (x.to(at::kFloat) * dropout_multiplier(ctx, p, x.size(0), x.size(1))).to(dt)
+                           : x;
+      parts.push_back(at::mm(xin, w.lora[static_cast<int>(p)].a.to(dt).t()));
+    }
+    la = parts.size() == 1 ? parts[0] : at::cat(parts, 1);
+  }
+  out.addmm_(la, block_b(ctx, w, grp, out.size(1), dt).t(), 1.0, lora.scaling());
+  if (cache) cache->la[grp.id] = la;
+}
+
+// Backward of lora_forward: accumulates dA and dB (fp32) and adds the input gradient into dx.
 void lora_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGrads& g, const Group& grp,
                    const at::Tensor& packed_a, const at::Tensor& packed_ga, const at::Tensor& x,
                    const at::Tensor& dout, const LayerCache& cache, at::Tensor& dx) {
   const LoraSpec& lora = ctx.model->lora;
-  if (!lora.enabled) return;
-  bool any = false;
-  for (int i = 0; i < grp.n; ++i) any = any || lora.targets(grp.members[i]);
-  if (!any) return;
+  if (!lora.enabled || !group_targeted(lora, grp)) return;
+  const auto dt = dout.scalar_type();
   const double s = lora.scaling();
   const int64_t r = lora.r;
-  const bool packed = !use_dropout(ctx) && packed_a.defined();
-  at::Tensor xf = x.to(at::kFloat);
-  std::vector<at::Tensor> dla_parts;
-  at::Tensor dxf;
+  const at::Tensor& la = cache.la[grp.id];
+  at::Tensor dla = at::mm(dout, block_b(ctx, w, grp, dout.size(1), dt)).mul_(s);  // (N, n*r)
+  int j = 0;
+  std::vector<std::pair<Proj, int>> targets;
   for (int i = 0; i < grp.n; ++i) {
     Proj p = grp.members[i];
     if (!lora.targets(p)) continue;
-    const int pi = static_cast<int>(p);
     auto [c0, cn] = out_range(ctx.model->shape, p);
-    at::Tensor dof = dout.narrow(1, c0, cn).to(at::kFloat);  // (N, out)
-    g.lora[pi].b.add_(at::mm(dof.t(), cache.la[pi]), s);       // (out, r)
-    at::Tensor dla = at::mm(dof, w.lora[pi].b).mul_(s);         // (N, r)
-    if (packed) {
-      dla_parts.push_back(dla);
-      continue;
-    }
-    at::Tensor mult;
-    at::Tensor xin = xf;
+    g.lora[static_cast<int>(p)].b.add_(at::mm(dout.narrow(1, c0, cn).t(), la.narrow(1, j * r, r)), s);
+    targets.emplace_back(p, j++);
+  }
+  if (!use_dropout(ctx) && packed_a.defined()) {
+    packed_ga.add_(at::mm(dla.t(), x));
+    dx.addmm_(dla, packed_a.to(dt), 1.0, 1.0);
+    return;
+  }
+  for (auto [p, jj] : targets) {
+    const int pi = static_cast<int>(p);
+    at::Tensor dla_p = dla.narrow(1, jj * r, r);
     if (use_dropout(ctx)) {
-      mult = dropout_multiplier(ctx, p, xf.size(0), xf.size(1));
-      xin = xf * mult;
+      at::Tensor mult = dropout_multiplier(ctx, p, x.size(0), x.size(1));
+      g.lora[pi].a.add_(at::mm(dla_p.t(), (x.to(at::kFloat) * mult).to(dt)));
+      dx.add_((at::mm(dla_p, w.lora[pi].a.to(dt)).to(at::kFloat) * mult).to(dt));
+    } else {
+      g.lora[pi].a.add_(at::mm(dla_p.t(), x));
+      dx.addmm_(dla_p, w.lora[pi].a.to(dt), 1.0, 1.0);
     }
-    g.lora[pi].a.add_(at::mm(dla.t(), xin));                    // (r, in)
-    at::Tensor d = at::mm(dla, w.lora[pi].a);                    // (N, in)
-    if (mult.defined()) d.mul_(mult);
-    dxf = dxf.defined() ? dxf.add_(d) : d;
   }
-  if (packed) {
-    at::Tensor dla = dla_parts.size() == 1 ? dla_parts[0] : at::cat(dla_parts, 1);  // (N, n*r)
-    packed_ga.add_(at::mm(dla.t(), xf));
-    dxf = at::mm(dla, packed_a);
-  }
-  (void)r;
-  dx.add_(dxf);
 }
 
 // Rotary embedding in fp32 on (B, T, heads, d): out1 = x1 c - x2 s, out2 = x2 c + x1 s.
@@ -203,11 +218,7 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
   c.gu = at::mm(c.h2, w.w_gu.t());  // (N, 2I)
   lora_forward(ctx, w, kGateUp, w.a_gu, c.h2, c.gu, &c);
   proj3.end();
-  const int64_t I = s.intermediate;
-  ProfileScope act("lb::swiglu");
-  at::Tensor gf = c.gu.narrow(1, 0, I).to(at::kFloat);
-  at::Tensor a = (at::silu(gf) * c.gu.narrow(1, I, I).to(at::kFloat)).to(dt);
-  act.end();
+  at::Tensor a = kernels::swiglu_forward(c.gu);  // (N, I)
   ProfileScope proj4("lb::projections");
   at::Tensor dn = at::mm(a, w.w_down.t());
   lora_forward(ctx, w, kOnlyDown, w.lora[int(Proj::kDown)].a, a, dn, &c);
@@ -297,6 +308,15 @@ LayerGrads bind_layer_grads(const ModelLayout& m, const UnitLayout& u, const at:
 }
 
 at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd) {
+  return kernels::rmsnorm_forward(x, w, eps, rstd);
+}
+
+at::Tensor rmsnorm_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
+                            const at::Tensor& dw_acc) {
+  return kernels::rmsnorm_backward(dy, x, w, rstd, dw_acc, at::Tensor());
+}
+
+at::Tensor rmsnorm_forward_reference(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd) {
   ProfileScope scope("lb::norm");
   at::Tensor xf = x.to(at::kFloat);
   // sum * (1/D) rather than mean: with grad mode on, mean would keep its input alive (ENVIRONMENT.md).
@@ -305,8 +325,8 @@ at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps,
   return w * (xf * r).to(x.scalar_type());
 }
 
-at::Tensor rmsnorm_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
-                            const at::Tensor& dw_acc) {
+at::Tensor rmsnorm_backward_reference(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
+                                      const at::Tensor& rstd, const at::Tensor& dw_acc) {
   ProfileScope scope("lb::norm");
   at::Tensor xf = x.to(at::kFloat);
   at::Tensor y = xf * rstd;  // normalised, fp32
@@ -338,34 +358,23 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   }
   const ModelShape& s = ctx.model->shape;
   const int64_t B = ctx.batch, T = ctx.seq, N = B * T;
-  const int64_t H = s.heads, K = s.kv_heads, G = H / K, d = s.head_dim, I = s.intermediate;
+  const int64_t H = s.heads, K = s.kv_heads, G = H / K, d = s.head_dim;
   const auto dt = dy.scalar_type();
 
   // ---- MLP: y = x2 + down(silu(gate) * up) ----
-  ProfileScope act("lb::swiglu");
-  at::Tensor gf = c.gu.narrow(1, 0, I).to(at::kFloat);
-  at::Tensor uf = c.gu.narrow(1, I, I).to(at::kFloat);
-  at::Tensor sg = at::sigmoid(gf);
-  at::Tensor silu = gf * sg;
-  at::Tensor a = (silu * uf).to(dt);  // recomputed down_proj input
-  act.end();
+  at::Tensor a = kernels::swiglu_forward(c.gu);  // recomputed down_proj input (N, I)
   ProfileScope proj("lb::projections");
   at::Tensor da = at::mm(dy, w.w_down);  // (N, I)
   if (g.w_down.defined()) g.w_down.add_(at::mm(dy.t(), a));
   lora_backward(ctx, w, g, kOnlyDown, w.lora[int(Proj::kDown)].a, g.lora[int(Proj::kDown)].a, a, dy, c, da);
   proj.end();
-  ProfileScope act2("lb::swiglu");
-  at::Tensor daf = da.to(at::kFloat);
-  at::Tensor dgu = at::empty({N, 2 * I}, dy.options());
-  dgu.narrow(1, 0, I).copy_(daf * uf * sg * (1 + gf * (1 - sg)));
-  dgu.narrow(1, I, I).copy_(daf * silu);
-  act2.end();
+  at::Tensor dgu = kernels::swiglu_backward(c.gu, da);  // (N, 2I)
   ProfileScope proj2("lb::projections");
   at::Tensor dh2 = at::mm(dgu, w.w_gu);  // (N, D)
   if (g.w_gu.defined()) g.w_gu.add_(at::mm(dgu.t(), c.h2));
   lora_backward(ctx, w, g, kGateUp, w.a_gu, g.a_gu, c.h2, dgu, c, dh2);
   proj2.end();
-  at::Tensor dx2 = dy + rmsnorm_backward(dh2, c.x2, w.ln2, c.rstd2, g.ln2);
+  at::Tensor dx2 = kernels::rmsnorm_backward(dh2, c.x2, w.ln2, c.rstd2, g.ln2, dy);
 
   // ---- attention: x2 = x + o(attn(rope(q), rope(k), v)) ----
   ProfileScope proj3("lb::projections");
@@ -396,8 +405,7 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   if (g.b_qkv.defined()) g.b_qkv.add_(dqkv.to(at::kFloat).sum(0));
   lora_backward(ctx, w, g, kQkv, w.a_qkv, g.a_qkv, c.h1, dqkv, c, dh1);
   proj4.end();
-  at::Tensor dx = dx2 + rmsnorm_backward(dh1, c.x, w.ln1, c.rstd1, g.ln1);
-  return dx;
+  return kernels::rmsnorm_backward(dh1, c.x, w.ln1, c.rstd1, g.ln1, dx2);
 }
 
 at::Tensor shift_targets(const at::Tensor& labels) {
@@ -410,28 +418,26 @@ at::Tensor shift_targets(const at::Tensor& labels) {
 HeadPartial head_partial(const at::Tensor& h, const at::Tensor& emb_rows, int64_t row0, const at::Tensor& targets,
                          int64_t chunk) {
   const int64_t N = h.size(0), V = emb_rows.size(0);
-  const auto dt = h.scalar_type();
   const auto f32 = h.options().dtype(at::kFloat);
   HeadPartial hp;
-  hp.m = at::full({N, 1}, -std::numeric_limits<float>::infinity(), f32);
-  hp.se = at::zeros({N, 1}, f32);
+  hp.m = at::full({N}, -std::numeric_limits<float>::infinity(), f32);
+  hp.se = at::zeros({N}, f32);
   hp.zt = at::zeros({N}, f32);
   hp.U = at::zeros({N, h.size(1)}, f32);
-  at::Tensor local_all = targets - row0;  // target row relative to emb_rows (may be out of range)
+  at::Tensor rescale = at::empty({N}, f32);
+  at::Tensor p;  // exp(z - m) of a chunk, reused
+  at::Tensor local_all = (targets - row0).contiguous();  // target row relative to emb_rows
   for (int64_t v0 = 0; v0 < V; v0 += chunk) {
     const int64_t cn = std::min(chunk, V - v0);
     at::Tensor e = emb_rows.narrow(0, v0, cn);
-    at::Tensor z = at::mm(h, e.t()).to(at::kFloat);  // (N, cn)
-    at::Tensor in_chunk = local_all.ge(v0).logical_and_(local_all.lt(v0 + cn));
-    at::Tensor local = (local_all - v0).clamp_(0, cn - 1).view({N, 1});
-    hp.zt.add_(z.gather(1, local).view({N}).mul_(in_chunk));
-    at::Tensor m_new = at::maximum(hp.m, std::get<0>(z.max(1, true)));
-    at::Tensor rescale = (hp.m - m_new).exp_();
-    at::Tensor pz = (z - m_new).exp_();  // (N, cn)
-    hp.se.mul_(rescale).add_(pz.sum(1, true));
-    hp.U.mul_(rescale).add_(at::mm(pz.to(dt), e).to(at::kFloat));
-    hp.m = m_new;
+    at::Tensor z = at::mm(h, e.t());  // (N, cn) logits, model dtype
+    at::Tensor local = local_all - v0;
+    kernels::online_softmax_chunk(z, hp.m, hp.se, rescale, p, local, hp.zt);
+    at::Tensor pv = p.narrow(0, 0, N * cn).view({N, cn});
+    hp.U.mul_(rescale.view({N, 1})).add_(at::mm(pv, e));
   }
+  hp.m = hp.m.view({N, 1});
+  hp.se = hp.se.view({N, 1});
   return hp;
 }
 

@@ -75,7 +75,8 @@ struct LayerCache {
   at::Tensor attn;          // (N, H*d) attention output before o_proj
   at::Tensor x2, rstd2, h2; // residual after attention, its norm
   at::Tensor gu;            // (N, 2I) gate and up projections
-  at::Tensor la[kNumProj];  // (N, r) fp32 dropout(x) A^T of each adapter
+  at::Tensor la[4];         // dropout(x) A^T of each projection group's adapters (qkv, o, gate|up, down):
+                            // (N, n*r) in the model dtype
   bool full = false;        // false: only x (activation checkpointing)
 };
 
@@ -97,11 +98,15 @@ at::Tensor layer_forward(const LayerContext& ctx, const LayerWeights& w, const a
 at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGrads& g, LayerCache& cache,
                           const at::Tensor& dy);
 
-// RMSNorm: y = w * (x / rms(x)).to(dt), statistics in fp32. rstd receives (N, 1).
+// RMSNorm: y = w * (x / rms(x)).to(dt), statistics in fp32. rstd receives (N, 1). (A fused kernel; the
+// *_reference versions are the same math in plain ATen ops, for tests.)
 at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);
 // Returns dx; accumulates dw into dw_acc (fp32) when defined.
 at::Tensor rmsnorm_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
                             const at::Tensor& dw_acc);
+at::Tensor rmsnorm_forward_reference(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);
+at::Tensor rmsnorm_backward_reference(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
+                                      const at::Tensor& rstd, const at::Tensor& dw_acc);
 
 // The LM head and the causal-LM loss, fused and chunked over the vocabulary so the (N, V) logits never
 // exist at once. targets (N) int64: the next token of each position, or -100. Returns the summed loss

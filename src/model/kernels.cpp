@@ -1,0 +1,358 @@
+#include "kernels.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <cstdint>
+#include <algorithm>
+#include <cstring>
+
+#include "lorabench/core/cpu_isa.hpp"
+#include "lorabench/core/error.hpp"
+#include "profile_scope.hpp"
+
+namespace lorabench::model::kernels {
+
+namespace {
+
+// Everything a row kernel calls is force-inlined, so each ISA variant compiles it for its own target.
+#define LB_INLINE LB_FORCE_INLINE
+
+// ---- storage <-> fp32 (bf16 travels as its 16 bits) -------------------------------------------------
+
+LB_INLINE float ld(float x) { return x; }
+LB_INLINE float ld(uint16_t h) {
+  uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+LB_INLINE void st(float* p, float x) { *p = x; }
+LB_INLINE void st(uint16_t* p, float x) {  // round to nearest even; NaN stays NaN (quiet)
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+  const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
+  *p = uint16_t((nan ? (u | 0x00400000u) : rounded) >> 16);
+}
+template <class T>
+LB_INLINE float round_to(float x) {  // x rounded to T's precision, as fp32
+  T t;
+  st(&t, x);
+  return ld(t);
+}
+
+// exp(x) with a Cephes-style polynomial (relative error ~2e-7), branch- and call-free so it vectorises.
+// NaN propagates (the clamps keep a NaN operand, and the polynomial of NaN is NaN); large negative x gives
+// ~1e-38, large positive saturates at ~1.6e38.
+LB_INLINE float fast_exp(float x) {
+  float xc = x < -87.0f ? -87.0f : x;  // (std::min/max would not inline into the target clones)
+  xc = xc > 88.0f ? 88.0f : xc;
+  // Round x / ln 2 to the nearest integer with the 1.5 * 2^23 trick (exact for |n| < 2^22).
+  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const uint32_t bits = uint32_t(int32_t(n) + 127) << 23;  // 2^n; n in [-126, 127] after the clamp
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  return p * scale;
+}
+
+LB_INLINE float sigmoid(float x) { return 1.0f / (1.0f + fast_exp(-x)); }
+
+// Each row kernel is compiled three times (AVX-512, AVX2+FMA, baseline x86-64); cpu_isa() picks one.
+// DEFINE_ROW(name, params, args): name_avx512 / name_avx2 / name_base and a dispatching name().
+#define LB_DEFINE_ROW(name, impl, params, args)                      \
+  LB_TARGET_AVX512 void name##_avx512 params { impl args; }          \
+  LB_TARGET_AVX2 void name##_avx2 params { impl args; }              \
+  void name##_base params { impl args; }                             \
+  inline void name params {                                          \
+    switch (cpu_isa()) {                                             \
+      case Isa::kAvx512: name##_avx512 args; return;                 \
+      case Isa::kAvx2: name##_avx2 args; return;                     \
+      default: name##_base args; return;                             \
+    }                                                                \
+  }
+
+// ---- row kernels, one per storage type ----------------------------------------------------------------
+
+template <class T>
+LB_INLINE void swiglu_row(const T* g, const T* u, T* a, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = ld(g[i]);
+    st(a + i, x * sigmoid(x) * ld(u[i]));
+  }
+}
+LB_DEFINE_ROW(swiglu_row_f32, swiglu_row, (const float* g, const float* u, float* a, int64_t n), (g, u, a, n))
+LB_DEFINE_ROW(swiglu_row_bf16, swiglu_row, (const uint16_t* g, const uint16_t* u, uint16_t* a, int64_t n),
+              (g, u, a, n))
+
+template <class T>
+LB_INLINE void swiglu_back_row(const T* g, const T* u, const T* da, T* dg, T* du, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = ld(g[i]), y = ld(u[i]), d = ld(da[i]);
+    const float s = sigmoid(x);
+    const float silu = x * s;
+    st(du + i, d * silu);
+    st(dg + i, d * y * s * (1.0f + x * (1.0f - s)));
+  }
+}
+LB_DEFINE_ROW(swiglu_back_row_f32, swiglu_back_row,
+              (const float* g, const float* u, const float* da, float* dg, float* du, int64_t n),
+              (g, u, da, dg, du, n))
+LB_DEFINE_ROW(swiglu_back_row_bf16, swiglu_back_row,
+              (const uint16_t* g, const uint16_t* u, const uint16_t* da, uint16_t* dg, uint16_t* du, int64_t n),
+              (g, u, da, dg, du, n))
+
+template <class T>
+LB_INLINE float rms_row(const T* x, const T* w, T* y, int64_t n, float eps) {
+  // Sum of squares in 16 independent fp32 lanes (vectorisable, and closer to ATen's cascade sum than
+  // one running total), then the row statistic.
+  float lanes[16] = {0};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 16; ++k) {
+      const float v = ld(x[i + k]);
+      lanes[k] += v * v;
+    }
+  float ss = 0;
+  for (; i < n; ++i) ss += ld(x[i]) * ld(x[i]);
+  for (int k = 0; k < 16; ++k) ss += lanes[k];
+  const float r = 1.0f / std::sqrt(ss / float(n) + eps);
+  for (int64_t j = 0; j < n; ++j) st(y + j, ld(w[j]) * round_to<T>(ld(x[j]) * r));
+  return r;
+}
+// (rms_row returns rstd through its last argument so every row kernel has the same void shape.)
+template <class T>
+LB_INLINE void rms_row_out(const T* x, const T* w, T* y, int64_t n, float eps, float* r) {
+  *r = rms_row(x, w, y, n, eps);
+}
+LB_DEFINE_ROW(rms_row_f32, rms_row_out, (const float* x, const float* w, float* y, int64_t n, float eps, float* r),
+              (x, w, y, n, eps, r))
+LB_DEFINE_ROW(rms_row_bf16, rms_row_out,
+              (const uint16_t* x, const uint16_t* w, uint16_t* y, int64_t n, float eps, float* r),
+              (x, w, y, n, eps, r))
+
+template <class T>
+LB_INLINE void rms_back_row(const T* dy, const T* x, const T* w, float r, T* dx, const T* res, float* dw, int64_t n) {
+  float lanes[16] = {0};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 16; ++k) {
+      const float dn = round_to<T>(ld(dy[i + k]) * ld(w[i + k]));
+      lanes[k] += dn * ld(x[i + k]) * r;
+    }
+  float dot = 0;
+  for (; i < n; ++i) dot += round_to<T>(ld(dy[i]) * ld(w[i])) * ld(x[i]) * r;
+  for (int k = 0; k < 16; ++k) dot += lanes[k];
+  dot /= float(n);
+  for (int64_t j = 0; j < n; ++j) {
+    const float y = ld(x[j]) * r;
+    const float dn = round_to<T>(ld(dy[j]) * ld(w[j]));
+    // The unfused path rounds the normalised gradient to the storage type before the residual add.
+    float v = round_to<T>((dn - y * dot) * r);
+    if (res) v += ld(res[j]);
+    st(dx + j, v);
+    if (dw) dw[j] += ld(dy[j]) * round_to<T>(y);
+  }
+}
+LB_DEFINE_ROW(rms_back_row_f32, rms_back_row,
+              (const float* dy, const float* x, const float* w, float r, float* dx, const float* res, float* dw,
+               int64_t n),
+              (dy, x, w, r, dx, res, dw, n))
+LB_DEFINE_ROW(rms_back_row_bf16, rms_back_row,
+              (const uint16_t* dy, const uint16_t* x, const uint16_t* w, float r, uint16_t* dx, const uint16_t* res,
+               float* dw, int64_t n),
+              (dy, x, w, r, dx, res, dw, n))
+
+// One vocabulary chunk of the online softmax (see online_softmax_chunk in kernels.hpp).
+template <class T>
+LB_INLINE void softmax_chunk_row(const T* z, int64_t n, float* m, float* se, float* rescale, T* p, int64_t t,
+                                 float* zt) {
+  float lanes[16];
+  for (int k = 0; k < 16; ++k) lanes[k] = -3.0e38f;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 16; ++k) {
+      const float v = ld(z[i + k]);
+      lanes[k] = v > lanes[k] ? v : lanes[k];
+    }
+  float mx = -3.0e38f;
+  for (; i < n; ++i) mx = ld(z[i]) > mx ? ld(z[i]) : mx;
+  for (int k = 0; k < 16; ++k) mx = lanes[k] > mx ? lanes[k] : mx;
+  const float m_new = mx > *m ? mx : *m;
+  for (int k = 0; k < 16; ++k) lanes[k] = 0;
+  i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 16; ++k) {
+      const float e = fast_exp(ld(z[i + k]) - m_new);
+      st(p + i + k, e);
+      lanes[k] += e;
+    }
+  float sum = 0;
+  for (; i < n; ++i) {
+    const float e = fast_exp(ld(z[i]) - m_new);
+    st(p + i, e);
+    sum += e;
+  }
+  for (int k = 0; k < 16; ++k) sum += lanes[k];
+  const float rs = fast_exp(*m - m_new);
+  *rescale = rs;
+  *se = *se * rs + sum;
+  *m = m_new;
+  if (t >= 0 && t < n) *zt += ld(z[t]);
+}
+LB_DEFINE_ROW(softmax_chunk_row_f32, softmax_chunk_row,
+              (const float* z, int64_t n, float* m, float* se, float* rs, float* p, int64_t t, float* zt),
+              (z, n, m, se, rs, p, t, zt))
+LB_DEFINE_ROW(softmax_chunk_row_bf16, softmax_chunk_row,
+              (const uint16_t* z, int64_t n, float* m, float* se, float* rs, uint16_t* p, int64_t t, float* zt),
+              (z, n, m, se, rs, p, t, zt))
+
+void check(const at::Tensor& t, at::ScalarType dt, const char* what) {
+  LB_CHECK(t.is_contiguous() && t.scalar_type() == dt && t.device().is_cpu(),
+           std::string(what) + ": expected a contiguous CPU tensor of the model dtype");
+}
+
+bool is_bf16(const at::Tensor& t) { return t.scalar_type() == at::kBFloat16; }
+template <class T>
+T* ptr(const at::Tensor& t) {
+  return reinterpret_cast<T*>(t.data_ptr());
+}
+
+// Rows per task: enough work per task to amortise scheduling (the rows are short).
+int64_t grain(int64_t row_len) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, row_len)); }
+
+}  // namespace
+
+at::Tensor swiglu_forward(const at::Tensor& gu) {
+  ProfileScope scope("lb::swiglu");
+  check(gu, gu.scalar_type(), "swiglu gu");
+  const int64_t N = gu.size(0), I = gu.size(1) / 2;
+  at::Tensor a = at::empty({N, I}, gu.options());
+  at::parallel_for(0, N, grain(I), [&](int64_t b, int64_t e) {
+    for (int64_t n = b; n < e; ++n) {
+      if (is_bf16(gu)) {
+        const uint16_t* row = ptr<uint16_t>(gu) + n * 2 * I;
+        swiglu_row_bf16(row, row + I, ptr<uint16_t>(a) + n * I, I);
+      } else {
+        const float* row = ptr<float>(gu) + n * 2 * I;
+        swiglu_row_f32(row, row + I, ptr<float>(a) + n * I, I);
+      }
+    }
+  });
+  return a;
+}
+
+at::Tensor swiglu_backward(const at::Tensor& gu, const at::Tensor& da_in) {
+  ProfileScope scope("lb::swiglu");
+  at::Tensor da = da_in.contiguous();
+  const auto dt = gu.scalar_type();
+  check(gu, dt, "swiglu gu");
+  check(da, dt, "swiglu da");
+  const int64_t N = gu.size(0), I = gu.size(1) / 2;
+  at::Tensor dgu = at::empty({N, 2 * I}, gu.options());
+  at::parallel_for(0, N, grain(I), [&](int64_t b, int64_t e) {
+    for (int64_t n = b; n < e; ++n) {
+      if (dt == at::kBFloat16) {
+        const uint16_t* row = ptr<uint16_t>(gu) + n * 2 * I;
+        uint16_t* drow = ptr<uint16_t>(dgu) + n * 2 * I;
+        swiglu_back_row_bf16(row, row + I, ptr<uint16_t>(da) + n * I, drow, drow + I, I);
+      } else {
+        const float* row = ptr<float>(gu) + n * 2 * I;
+        float* drow = ptr<float>(dgu) + n * 2 * I;
+        swiglu_back_row_f32(row, row + I, ptr<float>(da) + n * I, drow, drow + I, I);
+      }
+    }
+  });
+  return dgu;
+}
+
+at::Tensor rmsnorm_forward(const at::Tensor& x_in, const at::Tensor& w_in, double eps, at::Tensor* rstd) {
+  ProfileScope scope("lb::norm");
+  at::Tensor x = x_in.contiguous(), w = w_in.contiguous();
+  const auto dt = x.scalar_type();
+  check(w, dt, "rmsnorm weight");
+  const int64_t D = x.size(-1), N = x.numel() / D;
+  at::Tensor y = at::empty_like(x);
+  at::Tensor r = at::empty({N, 1}, x.options().dtype(at::kFloat));
+  float* rp = ptr<float>(r);
+  at::parallel_for(0, N, grain(D), [&](int64_t b, int64_t e) {
+    for (int64_t n = b; n < e; ++n) {
+      if (dt == at::kBFloat16) {
+        rms_row_bf16(ptr<uint16_t>(x) + n * D, ptr<uint16_t>(w), ptr<uint16_t>(y) + n * D, D, float(eps), rp + n);
+      } else {
+        rms_row_f32(ptr<float>(x) + n * D, ptr<float>(w), ptr<float>(y) + n * D, D, float(eps), rp + n);
+      }
+    }
+  });
+  if (rstd) *rstd = r;
+  return y;
+}
+
+at::Tensor rmsnorm_backward(const at::Tensor& dy_in, const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
+                            const at::Tensor& dw_acc, const at::Tensor& residual) {
+  ProfileScope scope("lb::norm");
+  at::Tensor dy = dy_in.contiguous();
+  const auto dt = x.scalar_type();
+  check(x, dt, "rmsnorm x");
+  check(dy, dt, "rmsnorm dy");
+  if (residual.defined()) check(residual, dt, "rmsnorm residual");
+  const int64_t D = x.size(-1), N = x.numel() / D;
+  at::Tensor dx = at::empty_like(x);
+  const float* rp = ptr<float>(rstd);
+  // dw sums over rows: rows are cut into fixed blocks, each block accumulates its own partial sum (so no
+  // two threads share one), and the partial sums are added up afterwards.
+  const int64_t g = grain(D);
+  const int64_t blocks = (N + g - 1) / g;
+  at::Tensor partial = dw_acc.defined() ? at::zeros({blocks, D}, at::kFloat) : at::Tensor();
+  at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      float* dw = partial.defined() ? ptr<float>(partial) + blk * D : nullptr;
+      for (int64_t n = blk * g; n < std::min(N, (blk + 1) * g); ++n) {
+        if (dt == at::kBFloat16) {
+          rms_back_row_bf16(ptr<uint16_t>(dy) + n * D, ptr<uint16_t>(x) + n * D, ptr<uint16_t>(w), rp[n],
+                            ptr<uint16_t>(dx) + n * D, residual.defined() ? ptr<uint16_t>(residual) + n * D : nullptr,
+                            dw, D);
+        } else {
+          rms_back_row_f32(ptr<float>(dy) + n * D, ptr<float>(x) + n * D, ptr<float>(w), rp[n], ptr<float>(dx) + n * D,
+                           residual.defined() ? ptr<float>(residual) + n * D : nullptr, dw, D);
+        }
+      }
+    }
+  });
+  if (dw_acc.defined()) dw_acc.add_(partial.sum(0));
+  return dx;
+}
+
+void online_softmax_chunk(const at::Tensor& z, at::Tensor& m, at::Tensor& se, at::Tensor& rescale, at::Tensor& p,
+                          const at::Tensor& target_local, at::Tensor& zt) {
+  ProfileScope scope("lb::head_loss");
+  const auto dt = z.scalar_type();
+  check(z, dt, "softmax chunk logits");
+  const int64_t N = z.size(0), C = z.size(1);
+  if (!p.defined() || p.numel() < N * C || p.scalar_type() != dt) p = at::empty({N * C}, z.options());
+  const int64_t* t = target_local.data_ptr<int64_t>();
+  float *mp = m.data_ptr<float>(), *sp = se.data_ptr<float>(), *rp = rescale.data_ptr<float>(),
+        *zp = zt.data_ptr<float>();
+  at::parallel_for(0, N, grain(C), [&](int64_t b, int64_t e) {
+    for (int64_t n = b; n < e; ++n) {
+      if (dt == at::kBFloat16) {
+        softmax_chunk_row_bf16(ptr<uint16_t>(z) + n * C, C, mp + n, sp + n, rp + n, ptr<uint16_t>(p) + n * C, t[n],
+                               zp + n);
+      } else {
+        softmax_chunk_row_f32(ptr<float>(z) + n * C, C, mp + n, sp + n, rp + n, ptr<float>(p) + n * C, t[n], zp + n);
+      }
+    }
+  });
+}
+
+}  // namespace lorabench::model::kernels

@@ -1,0 +1,81 @@
+// The fused kernels against the unfused ATen formulas they replace (fp32 to rounding, bf16 to one or
+// two bf16 ulps), and NaN propagation (the non-finite checks depend on it).
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "../../src/model/kernels.hpp"
+#include "lorabench/model/qwen2.hpp"
+
+using namespace lorabench::model;
+
+namespace {
+
+// Largest difference relative to the reference's largest magnitude (elements near zero after
+// cancellation carry only absolute rounding error).
+double max_rel(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor af = a.to(at::kFloat), bf = b.to(at::kFloat);
+  return (af - bf).abs().max().item<double>() / std::max(bf.abs().max().item<double>(), 1e-30);
+}
+
+// The unfused SwiGLU of the reference implementation.
+at::Tensor swiglu_ref(const at::Tensor& gu) {
+  const int64_t I = gu.size(1) / 2;
+  at::Tensor g = gu.narrow(1, 0, I).to(at::kFloat), u = gu.narrow(1, I, I).to(at::kFloat);
+  return (at::silu(g) * u).to(gu.scalar_type());
+}
+
+at::Tensor swiglu_back_ref(const at::Tensor& gu, const at::Tensor& da) {
+  const int64_t I = gu.size(1) / 2;
+  at::Tensor g = gu.narrow(1, 0, I).to(at::kFloat), u = gu.narrow(1, I, I).to(at::kFloat);
+  at::Tensor d = da.to(at::kFloat), s = at::sigmoid(g);
+  return at::cat({d * u * s * (1 + g * (1 - s)), d * g * s}, 1).to(gu.scalar_type());
+}
+
+}  // namespace
+
+TEST(Kernels, SwigluMatchesTheUnfusedFormula) {
+  at::manual_seed(3);
+  for (auto dt : {at::kFloat, at::kBFloat16}) {
+    at::Tensor gu = (at::randn({37, 2 * 133}) * 4).to(dt);  // odd sizes: vector tails
+    at::Tensor da = at::randn({37, 133}).to(dt);
+    const double tol = dt == at::kFloat ? 2e-6 : 1e-2;
+    EXPECT_LE(max_rel(kernels::swiglu_forward(gu), swiglu_ref(gu)), tol) << c10::toString(dt);
+    EXPECT_LE(max_rel(kernels::swiglu_backward(gu, da), swiglu_back_ref(gu, da)), tol) << c10::toString(dt);
+  }
+}
+
+TEST(Kernels, SwigluExtremesAndNan) {
+  at::Tensor gu = at::tensor({-200.f, -30.f, 0.f, 30.f, 200.f, NAN, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f}).view({1, 12});
+  at::Tensor a = kernels::swiglu_forward(gu);
+  EXPECT_NEAR(a[0][0].item<float>(), 0.f, 1e-30);   // silu(-200) = -200 e^-200 ~ 0
+  EXPECT_NEAR(a[0][3].item<float>(), 30.f, 1e-4);   // silu(30) ~ 30
+  EXPECT_NEAR(a[0][4].item<float>(), 200.f, 1e-3);
+  EXPECT_TRUE(std::isnan(a[0][5].item<float>())) << "a NaN must stay a NaN";
+  at::Tensor d = kernels::swiglu_backward(gu, at::ones({1, 6}));
+  EXPECT_TRUE(std::isnan(d[0][5].item<float>()));
+  EXPECT_TRUE(at::isfinite(d.narrow(1, 0, 5)).all().item<bool>());
+  at::Tensor bf = kernels::swiglu_forward(gu.to(at::kBFloat16));
+  EXPECT_TRUE(std::isnan(bf[0][5].item<float>()));
+}
+
+TEST(Kernels, RmsnormMatchesTheReference) {
+  at::manual_seed(5);
+  for (auto dt : {at::kFloat, at::kBFloat16}) {
+    at::Tensor x = (at::randn({19, 77}) * 3).to(dt), w = (at::randn({77}) + 1).to(dt);
+    at::Tensor dy = at::randn({19, 77}).to(dt), res = at::randn({19, 77}).to(dt);
+    at::Tensor r1, r2;
+    at::Tensor y1 = kernels::rmsnorm_forward(x, w, 1e-6, &r1);
+    at::Tensor y2 = rmsnorm_forward_reference(x, w, 1e-6, &r2);
+    const double tol = dt == at::kFloat ? 2e-6 : 1e-2;
+    EXPECT_LE(max_rel(y1, y2), tol);
+    EXPECT_LE(max_rel(r1, r2), 2e-6);
+    at::Tensor dw1 = at::zeros({77}), dw2 = at::zeros({77});
+    at::Tensor dx1 = kernels::rmsnorm_backward(dy, x, w, r2, dw1, res);
+    at::Tensor dx2 = (rmsnorm_backward_reference(dy, x, w, r2, dw2) + res).to(dt);
+    EXPECT_LE(max_rel(dx1, dx2), dt == at::kFloat ? 1e-5 : 2e-2) << c10::toString(dt);
+    EXPECT_LE(max_rel(dw1, dw2), 1e-5);
+  }
+}
