@@ -8,8 +8,10 @@ namespace lorabench::app {
 
 int train_main(MpiSession& mpi, int argc, char** argv);  // lorabench INPUT.ini [--set k=v ...]
 int keys_main(MpiSession& mpi, int argc, char** argv);   // lorabench keys [--markdown]
+int forward_main(MpiSession& mpi, int argc, char** argv);  // lorabench forward --model DIR --ids ...
 int tokenize_main(MpiSession& mpi, int argc, char** argv);  // lorabench tokenize [--tokenizer F] [--chat|--decode]
 int comm_main(MpiSession& mpi, int argc, char** argv);      // lorabench comm [--ops ...] [--config F.ini] (collective)
 int doctor_main(MpiSession& mpi, int argc, char** argv);    // lorabench doctor [--json] (collective)
+int checkpoint_main(MpiSession& mpi, int argc, char** argv);  // lorabench checkpoint info F | verify A B
 
 }  // namespace lorabench::app

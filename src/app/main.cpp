@@ -31,7 +31,9 @@ const Subcommand kSubcommands[] = {
     {"tokenize", &lorabench::app::tokenize_main, "text, chat JSON or ids on stdin -> token ids or text (Qwen2.5)"},
     {"comm", &lorabench::app::comm_main, "collective benchmark (nccl-tests style) -> table + run file"},
     {"doctor", &lorabench::app::doctor_main, "check MPI, rendezvous, HDF5, PAPI, CUDA/NCCL, threads, BLAS"},
+    {"forward", &lorabench::app::forward_main, "logits (and loss) of a snapshot + adapter on token ids -> safetensors"},
     {"keys", &lorabench::app::keys_main, "every input key with type, default and meaning (--markdown for docs)"},
+    {"checkpoint", &lorabench::app::checkpoint_main, "inspect (info) or compare (verify) checkpoint files"},
 };
 
 void print_usage() {

@@ -3,6 +3,8 @@
 //   lorabench_e2e_check train-run RUN.h5 RANKS STEPS  a completed, VALID training run with every schema name
 //   lorabench_e2e_check doctor-json FILE             lorabench doctor --json output: one object, every check
 // Prints what is wrong and exits 1, or prints "ok" and exits 0.
+#include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "lorabench/io/run_file.hpp"
+#include "lorabench/io/safetensors.hpp"
 #include "lorabench/io/schema.hpp"
 
 namespace {
@@ -133,6 +136,24 @@ void check_trace(const std::string& path, const std::vector<std::string>& names)
   for (const auto& n : names) expect(seen.count(n) == 1, "trace event \"" + n + "\" in " + path);
 }
 
+// `lorabench forward` output against a reference safetensors file (the fixtures' logits and loss).
+void check_forward(const std::string& got_path, const std::string& ref_path, double tol) {
+  lorabench::io::SafeTensorsFile got(got_path), ref(ref_path);
+  for (const char* name : {"logits", "loss"}) {
+    const auto* g = got.find(name);
+    const auto* w = ref.find(name);
+    expect(g != nullptr && w != nullptr, std::string("tensor ") + name + " in both files");
+    if (!g || !w) continue;
+    expect(g->dtype == "F32" && w->dtype == "F32" && g->numel() == w->numel(), std::string(name) + " shape/dtype");
+    if (g->numel() != w->numel()) continue;
+    const float* a = static_cast<const float*>(got.data(*g));
+    const float* b = static_cast<const float*>(ref.data(*w));
+    double worst = 0;
+    for (int64_t i = 0; i < g->numel(); ++i) worst = std::max(worst, double(std::abs(a[i] - b[i])));
+    expect(worst <= tol, std::string(name) + " max abs difference " + std::to_string(worst));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,13 +163,15 @@ int main(int argc, char** argv) {
       check_comm_run(argv[2], std::stoul(argv[3]), std::stoul(argv[4]));
     } else if (mode == "train-run" && argc == 5) {
       check_train_run(argv[2], std::stoul(argv[3]), std::stoul(argv[4]));
+    } else if (mode == "forward" && argc == 5) {
+      check_forward(argv[2], argv[3], std::stod(argv[4]));
     } else if (mode == "trace" && argc >= 3) {
       check_trace(argv[2], std::vector<std::string>(argv + 3, argv + argc));
     } else if (mode == "doctor-json" && argc == 3) {
       check_doctor_json(argv[2]);
     } else {
       std::fprintf(stderr, "usage: lorabench_e2e_check comm-run RUN.h5 ROWS RANKS | train-run RUN.h5 RANKS STEPS | "
-                           "trace FILE NAMES... | doctor-json FILE\n");
+                           "trace FILE NAMES... | forward OUT REF TOL | doctor-json FILE\n");
       return 2;
     }
   } catch (const std::exception& e) {

@@ -103,6 +103,19 @@ case "$case_name" in
         "layers.0 fwd" "layers.1 bwd" "embed fwd"
     done
     ;;
+  forward)
+    # lorabench forward against transformers and PEFT (tests/fixtures): logits and loss.
+    fx="$src/tests/fixtures"
+    ids="37,235,140,72,255,137,203,133,79,192,144;129,204,71,237,252,134,25,178,20,254,101"
+    labels="-100,-100,-100,72,255,137,203,133,79,192,144;129,204,71,237,252,134,25,178,20,254,101"
+    run 0 log "$lorabench" forward --model "$fx/qwen2-tiny" --ids "$ids" --labels "$labels" --out base.safetensors
+    "$checker" forward base.safetensors "$fx/qwen2-tiny/reference.safetensors" 1e-5
+    run 0 log "$lorabench" forward --model "$fx/qwen2-tiny" --adapter "$fx/qwen2-tiny-lora" --ids "$ids" \
+      --labels "$labels" --out lora.safetensors
+    "$checker" forward lora.safetensors "$fx/qwen2-tiny-lora/reference_lora.safetensors" 1e-5
+    run 2 log "$lorabench" forward --model "$fx/qwen2-tiny" --ids "1,2;3" --out x.safetensors
+    expect_in log "every row needs the same length"
+    ;;
   *) fail "unknown case $case_name" ;;
 esac
 echo ok
