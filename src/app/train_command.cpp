@@ -23,6 +23,7 @@
 #include "lorabench/core/version.hpp"
 #include "lorabench/io/run_file.hpp"
 #include "lorabench/metrics/memory.hpp"
+#include "lorabench/train/checkpoint.hpp"
 #include "lorabench/train/control.hpp"
 #include "lorabench/train/trainer.hpp"
 
@@ -145,6 +146,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   vctx.nccl_built = comm::nccl_built();
   vctx.cuda_available = comm::cuda_device_count() > 0;
   validate_run_config(cfg, vctx);
+  train::validate_checkpoint_config(cfg);
   if (print_config) {
     if (mpi.rank() == 0) std::printf("%s", effective_config_table(cfg).c_str());
     return 0;
@@ -158,19 +160,35 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
     throw ConfigError("parallel.backend: nccl needs CUDA tensors, and this libtorch build is CPU-only");
   std::unique_ptr<comm::Communicator> comm = comm::make_mpi_communicator(mpi.world());
 
-  // The run directory: rank 0 creates it; an existing run is never silently overwritten.
+  // The run directory: rank 0 creates it; an existing run is never silently overwritten. Resuming
+  // (checkpoint.resume) continues in an existing directory: its checkpoints stay and the previous run
+  // file is kept as run.<k>.h5 beside the new run.h5 (docs/checkpoints.md).
   const fs::path run_dir = fs::path(cfg.run.output_dir) / cfg.run.name;
   const fs::path run_path = run_dir / "run.h5";
+  const train::ResumePoint resume = train::select_resume_checkpoint(cfg, run_dir.string(), mpi.size(), mpi.world());
+  std::string previous_run_file;
   std::unique_ptr<io::RunFileWriter> run;
   ok = true;
   err.clear();
   if (mpi.rank() == 0) {
     try {
-      if (fs::exists(run_dir)) {
+      const bool resuming = !resume.path.empty();
+      if (fs::exists(run_dir) && resuming && !cfg.run.overwrite) {
+        for (int k = 1; fs::exists(run_path); ++k) {
+          const fs::path old = run_dir / ("run." + std::to_string(k) + ".h5");
+          if (fs::exists(old)) continue;
+          fs::rename(run_path, old);
+          previous_run_file = old.string();
+        }
+      } else if (fs::exists(run_dir)) {
+        const std::string ck = resuming ? fs::weakly_canonical(resume.path).string() : "";
         if (!cfg.run.overwrite) {
           ok = false;
           err = "run.name: " + run_dir.string() +
                 " already exists (choose another run.name, or --set run.overwrite=true to replace it)";
+        } else if (resuming && starts_with(ck, fs::weakly_canonical(run_dir).string() + "/")) {
+          ok = false;
+          err = "run.overwrite: true would delete " + resume.path + ", which checkpoint.resume resumes from";
         } else {
           fs::remove_all(run_dir);
         }
@@ -188,7 +206,13 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
 
   if (run) {
     run->write_config(resolved_values(cfg), cfg.input_text, cfg.input_path, cfg.overrides);
-    run->write_provenance(provenance(mpi, topo, cfg, argc, argv));
+    io::KeyValues prov = provenance(mpi, topo, cfg, argc, argv);
+    if (!resume.path.empty()) {
+      prov.emplace_back("resumed_from", resume.path);
+      prov.emplace_back("resumed_at_step", std::to_string(resume.step));
+      prov.emplace_back("previous_run_file", previous_run_file);
+    }
+    run->write_provenance(prov);
     std::vector<io::RankRow> rows;
     for (const auto& r : topo.ranks)
       rows.push_back({r.rank, r.host, r.local_rank, r.node, r.pid, cfg.parallel.threads_per_rank, -1});
@@ -213,6 +237,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   env.topo = &topo;
   env.run = run.get();
   env.run_dir = run_dir.string();
+  env.resume_from = resume.path;
   try {
     return train::run_training(env);
   } catch (const std::exception& e) {

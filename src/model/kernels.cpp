@@ -217,6 +217,42 @@ LB_DEFINE_ROW(softmax_chunk_row_bf16, softmax_chunk_row,
               (const uint16_t* z, int64_t n, float* m, float* se, float* rs, uint16_t* p, int64_t t, float* zt),
               (z, n, m, se, rs, p, t, zt))
 
+// Causal softmax of one row of scores: columns [0, valid) are live, the rest masked to probability 0.
+template <class T>
+LB_INLINE void causal_softmax_row(const T* z, int64_t n, int64_t valid, float scale, float* p32, T* pdt) {
+  float mx = -3.0e38f;
+  for (int64_t j = 0; j < valid; ++j) {
+    const float v = ld(z[j]) * scale;
+    mx = v > mx ? v : mx;
+  }
+  float sum = 0;
+  for (int64_t j = 0; j < valid; ++j) sum += fast_exp(ld(z[j]) * scale - mx);
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < n; ++j) {
+    const float pj = j < valid ? fast_exp(ld(z[j]) * scale - mx) * inv : 0.0f;
+    if (p32) p32[j] = pj;
+    if (pdt) st(pdt + j, pj);
+  }
+}
+LB_DEFINE_ROW(causal_softmax_row_f32, causal_softmax_row,
+              (const float* z, int64_t n, int64_t valid, float scale, float* p32, float* pdt),
+              (z, n, valid, scale, p32, pdt))
+LB_DEFINE_ROW(causal_softmax_row_bf16, causal_softmax_row,
+              (const uint16_t* z, int64_t n, int64_t valid, float scale, float* p32, uint16_t* pdt),
+              (z, n, valid, scale, p32, pdt))
+
+// dS = scale * P (dP - sum_j dP_j P_j) for one row (P fp32, dP and dS in the storage type).
+template <class T>
+LB_INLINE void softmax_back_row(const float* p, const T* dp, int64_t n, float scale, T* ds) {
+  float dot = 0;
+  for (int64_t j = 0; j < n; ++j) dot += p[j] * ld(dp[j]);
+  for (int64_t j = 0; j < n; ++j) st(ds + j, scale * (p[j] * (ld(dp[j]) - dot)));
+}
+LB_DEFINE_ROW(softmax_back_row_f32, softmax_back_row, (const float* p, const float* dp, int64_t n, float scale, float* ds),
+              (p, dp, n, scale, ds))
+LB_DEFINE_ROW(softmax_back_row_bf16, softmax_back_row,
+              (const float* p, const uint16_t* dp, int64_t n, float scale, uint16_t* ds), (p, dp, n, scale, ds))
+
 void check(const at::Tensor& t, at::ScalarType dt, const char* what) {
   LB_CHECK(t.is_contiguous() && t.scalar_type() == dt && t.device().is_cpu(),
            std::string(what) + ": expected a contiguous CPU tensor of the model dtype");
@@ -353,6 +389,49 @@ void online_softmax_chunk(const at::Tensor& z, at::Tensor& m, at::Tensor& se, at
       }
     }
   });
+}
+
+void causal_softmax(const at::Tensor& scores, int64_t seq, double scale, at::Tensor* p32, at::Tensor* pdt) {
+  ProfileScope scope("lb::attention");
+  const auto dt = scores.scalar_type();
+  check(scores, dt, "attention scores");
+  const int64_t T = scores.size(-1), rows = scores.numel() / T;
+  LB_CHECK(T == seq, "causal_softmax: the last dimension must be the sequence");
+  if (p32) *p32 = at::empty(scores.sizes(), scores.options().dtype(at::kFloat));
+  if (pdt) *pdt = at::empty(scores.sizes(), scores.options());
+  float* p32p = p32 ? ptr<float>(*p32) : nullptr;
+  at::parallel_for(0, rows, grain(T), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      const int64_t valid = (r % seq) + 1;  // row g*T + t attends to columns 0..t
+      if (dt == at::kBFloat16) {
+        causal_softmax_row_bf16(ptr<uint16_t>(scores) + r * T, T, valid, float(scale), p32p ? p32p + r * T : nullptr,
+                                pdt ? ptr<uint16_t>(*pdt) + r * T : nullptr);
+      } else {
+        causal_softmax_row_f32(ptr<float>(scores) + r * T, T, valid, float(scale), p32p ? p32p + r * T : nullptr,
+                               pdt ? ptr<float>(*pdt) + r * T : nullptr);
+      }
+    }
+  });
+}
+
+at::Tensor causal_softmax_backward(const at::Tensor& p, const at::Tensor& dp, double scale) {
+  ProfileScope scope("lb::attention");
+  const auto dt = dp.scalar_type();
+  check(dp, dt, "attention dP");
+  check(p, at::kFloat, "attention P");
+  const int64_t T = p.size(-1), rows = p.numel() / T;
+  at::Tensor ds = at::empty(dp.sizes(), dp.options());
+  at::parallel_for(0, rows, grain(T), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      if (dt == at::kBFloat16) {
+        softmax_back_row_bf16(ptr<float>(p) + r * T, ptr<uint16_t>(dp) + r * T, T, float(scale),
+                              ptr<uint16_t>(ds) + r * T);
+      } else {
+        softmax_back_row_f32(ptr<float>(p) + r * T, ptr<float>(dp) + r * T, T, float(scale), ptr<float>(ds) + r * T);
+      }
+    }
+  });
+  return ds;
 }
 
 }  // namespace lorabench::model::kernels

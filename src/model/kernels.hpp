@@ -34,4 +34,11 @@ at::Tensor rmsnorm_backward(const at::Tensor& dy, const at::Tensor& x, const at:
 void online_softmax_chunk(const at::Tensor& z, at::Tensor& m, at::Tensor& se, at::Tensor& rescale, at::Tensor& p,
                           const at::Tensor& target_local, at::Tensor& zt);
 
+// Causal softmax of attention scores (..., rows, T) whose row index modulo `seq` is the query position t:
+// P = softmax(scale * scores) over columns 0..t, 0 beyond. Writes P in fp32 (*p32) and/or in the scores'
+// dtype (*pdt), each when the pointer is given.
+void causal_softmax(const at::Tensor& scores, int64_t seq, double scale, at::Tensor* p32, at::Tensor* pdt);
+// dS = scale * P (dP - rowsum(dP * P)), the gradient of the scaled scores, in dP's dtype.
+at::Tensor causal_softmax_backward(const at::Tensor& p, const at::Tensor& dp, double scale);
+
 }  // namespace lorabench::model::kernels

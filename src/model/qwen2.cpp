@@ -170,25 +170,18 @@ at::Tensor rope_apply(const at::Tensor& x, const Rope& rope, bool inverse) {
   return at::cat({o1, o2}, -1).to(x.scalar_type());
 }
 
-at::Tensor causal_mask(int64_t groups, int64_t seq) {
-  // Row g*T + t may attend to columns j <= t.
-  at::Tensor t = at::arange(seq, at::kLong).repeat({groups}).view({groups * seq, 1});
-  at::Tensor j = at::arange(seq, at::kLong).view({1, seq});
-  return j.gt(t);  // true = masked
-}
-
 void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tensor& x, LayerCache& c,
                   at::Tensor* y_out) {
   const ModelShape& s = ctx.model->shape;
   const int64_t B = ctx.batch, T = ctx.seq, N = B * T;
   const int64_t H = s.heads, K = s.kv_heads, G = H / K, d = s.head_dim;
-  const auto dt = x.scalar_type();
 
   c.x = x;
-  c.h1 = rmsnorm_forward(x, w.ln1, s.rms_eps, &c.rstd1);
+  at::Tensor h1 = rmsnorm_forward(x, w.ln1, s.rms_eps, &c.rstd1);
   ProfileScope proj("lb::projections");
-  at::Tensor qkv = at::addmm(w.b_qkv, c.h1, w.w_qkv.t());  // (N, (H+2K)d)
-  lora_forward(ctx, w, kQkv, w.a_qkv, c.h1, qkv, &c);
+  at::Tensor qkv = at::addmm(w.b_qkv, h1, w.w_qkv.t());  // (N, (H+2K)d)
+  lora_forward(ctx, w, kQkv, w.a_qkv, h1, qkv, &c);
+  h1 = at::Tensor();
   proj.end();
   ProfileScope attn("lb::attention");
 
@@ -200,10 +193,9 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
   c.v = v.permute({0, 2, 1, 3}).contiguous();
 
   const double scale = 1.0 / std::sqrt(double(d));
-  at::Tensor scores = at::matmul(c.q, c.k.transpose(-1, -2)).to(at::kFloat).mul_(scale);  // (B, K, GT, T)
-  scores.masked_fill_(ctx.rope->mask, -std::numeric_limits<float>::infinity());
-  c.p = at::softmax(scores, -1);
-  at::Tensor o = at::matmul(c.p.to(dt), c.v);  // (B, K, GT, d)
+  at::Tensor p_dt;  // probabilities in the model dtype for P V; the backward recomputes them in fp32
+  kernels::causal_softmax(at::matmul(c.q, c.k.transpose(-1, -2)), T, scale, nullptr, &p_dt);  // (B, K, GT, T)
+  at::Tensor o = at::matmul(p_dt, c.v);  // (B, K, GT, d)
   c.attn = o.view({B, K, G, T, d}).permute({0, 3, 1, 2, 4}).reshape({N, H * d});
   attn.end();
 
@@ -213,10 +205,11 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
   proj2.end();
   c.x2 = x + ao;
 
-  c.h2 = rmsnorm_forward(c.x2, w.ln2, s.rms_eps, &c.rstd2);
+  at::Tensor h2 = rmsnorm_forward(c.x2, w.ln2, s.rms_eps, &c.rstd2);
   ProfileScope proj3("lb::projections");
-  c.gu = at::mm(c.h2, w.w_gu.t());  // (N, 2I)
-  lora_forward(ctx, w, kGateUp, w.a_gu, c.h2, c.gu, &c);
+  c.gu = at::mm(h2, w.w_gu.t());  // (N, 2I)
+  lora_forward(ctx, w, kGateUp, w.a_gu, h2, c.gu, &c);
+  h2 = at::Tensor();
   proj3.end();
   at::Tensor a = kernels::swiglu_forward(c.gu);  // (N, I)
   ProfileScope proj4("lb::projections");
@@ -240,7 +233,6 @@ Rope make_rope(const ModelShape& s, int64_t seq) {
   at::Tensor f = at::outer(pos, inv);  // (T, d/2)
   r.cos = f.cos().contiguous();
   r.sin = f.sin().contiguous();
-  r.mask = causal_mask(s.heads / s.kv_heads, seq);
   return r;
 }
 
@@ -359,7 +351,6 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   const ModelShape& s = ctx.model->shape;
   const int64_t B = ctx.batch, T = ctx.seq, N = B * T;
   const int64_t H = s.heads, K = s.kv_heads, G = H / K, d = s.head_dim;
-  const auto dt = dy.scalar_type();
 
   // ---- MLP: y = x2 + down(silu(gate) * up) ----
   at::Tensor a = kernels::swiglu_forward(c.gu);  // recomputed down_proj input (N, I)
@@ -371,8 +362,10 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   at::Tensor dgu = kernels::swiglu_backward(c.gu, da);  // (N, 2I)
   ProfileScope proj2("lb::projections");
   at::Tensor dh2 = at::mm(dgu, w.w_gu);  // (N, D)
-  if (g.w_gu.defined()) g.w_gu.add_(at::mm(dgu.t(), c.h2));
-  lora_backward(ctx, w, g, kGateUp, w.a_gu, g.a_gu, c.h2, dgu, c, dh2);
+  // The norms' outputs are recomputed (cheaper than keeping them): the gate/up input.
+  at::Tensor h2 = kernels::rmsnorm_forward(c.x2, w.ln2, s.rms_eps, nullptr);
+  if (g.w_gu.defined()) g.w_gu.add_(at::mm(dgu.t(), h2));
+  lora_backward(ctx, w, g, kGateUp, w.a_gu, g.a_gu, h2, dgu, c, dh2);
   proj2.end();
   at::Tensor dx2 = kernels::rmsnorm_backward(dh2, c.x2, w.ln2, c.rstd2, g.ln2, dy);
 
@@ -384,12 +377,12 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   proj3.end();
   ProfileScope attn("lb::attention");
   at::Tensor dO = dattn.view({B, T, K, G, d}).permute({0, 2, 3, 1, 4}).reshape({B, K, G * T, d});
-  at::Tensor p_dt = c.p.to(dt);
-  at::Tensor dv = at::matmul(p_dt.transpose(-1, -2), dO);            // (B, K, T, d)
-  at::Tensor dP = at::matmul(dO, c.v.transpose(-1, -2)).to(at::kFloat);  // (B, K, GT, T)
-  at::Tensor dS = c.p * (dP - (dP * c.p).sum(-1, true));
-  dS.mul_(1.0 / std::sqrt(double(d)));
-  at::Tensor dS_dt = dS.to(dt);
+  // The probabilities are recomputed rather than kept (they are the largest activation per layer).
+  const double scale = 1.0 / std::sqrt(double(d));
+  at::Tensor p32, p_dt;
+  kernels::causal_softmax(at::matmul(c.q, c.k.transpose(-1, -2)), T, scale, &p32, &p_dt);
+  at::Tensor dv = at::matmul(p_dt.transpose(-1, -2), dO);  // (B, K, T, d)
+  at::Tensor dS_dt = kernels::causal_softmax_backward(p32, at::matmul(dO, c.v.transpose(-1, -2)), scale);
   at::Tensor dq = at::matmul(dS_dt, c.k);                  // (B, K, GT, d)
   at::Tensor dk = at::matmul(dS_dt.transpose(-1, -2), c.q);  // (B, K, T, d)
 
@@ -401,9 +394,10 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   attn.end();
   ProfileScope proj4("lb::projections");
   at::Tensor dh1 = at::mm(dqkv, w.w_qkv);  // (N, D)
-  if (g.w_qkv.defined()) g.w_qkv.add_(at::mm(dqkv.t(), c.h1));
+  at::Tensor h1 = kernels::rmsnorm_forward(c.x, w.ln1, s.rms_eps, nullptr);
+  if (g.w_qkv.defined()) g.w_qkv.add_(at::mm(dqkv.t(), h1));
   if (g.b_qkv.defined()) g.b_qkv.add_(dqkv.to(at::kFloat).sum(0));
-  lora_backward(ctx, w, g, kQkv, w.a_qkv, g.a_qkv, c.h1, dqkv, c, dh1);
+  lora_backward(ctx, w, g, kQkv, w.a_qkv, g.a_qkv, h1, dqkv, c, dh1);
   proj4.end();
   return kernels::rmsnorm_backward(dh1, c.x, w.ln1, c.rstd1, g.ln1, dx2);
 }

@@ -28,6 +28,7 @@
 #include "lorabench/model/layout.hpp"
 #include "lorabench/model/step.hpp"
 #include "lorabench/strategy/strategy.hpp"
+#include "lorabench/train/checkpoint.hpp"
 #include "lorabench/train/control.hpp"
 #include "lorabench/train/schedule.hpp"
 #include "lorabench/train/step_runner.hpp"
@@ -304,8 +305,11 @@ class Trainer {
       }
     };
     const int64_t steps = c_.run.steps;
+    // Checkpoints (checkpoint.every) and resume (checkpoint.resume): see train/checkpoint.hpp.
+    Checkpointer ckpt(c_, s_.layout, *s_.source, env_.world, env_.run_dir, env_.run);
+    const int64_t first_step = ckpt.resume(*strat, env_.resume_from);
     double trial_t0 = sys::now_s();
-    for (int64_t step = 0; step < steps; ++step) {
+    for (int64_t step = first_step; step < steps; ++step) {
       if (c_.fault.kill_rank == rank_ && c_.fault.kill_at_step == step) {
         log::warn(strformat("fault injection: rank %d kills itself at step %lld", rank_, (long long)step));
         std::raise(SIGKILL);
@@ -339,6 +343,7 @@ class Trainer {
         log::info(progress_line(trial, c_.run.repeat, step, steps, loss, row[schema::kTokensPerS] * world_,
                                 row[schema::kStepS], row[schema::kMfu], int64_t(row[schema::kMemPeak]), eta));
       }
+      ckpt.after_step(*strat, step + 1, r.tokens);
     }
     // Every replica must hold the same trainable state (bitwise): a digest compared across ranks.
     strategy::FullState st = strat->gather_state();
@@ -468,7 +473,7 @@ void Trainer::finish() {
     }
     if (step == c_.run.steps - 1)
       for (int w = 0; w < world_; ++w) mem_end = std::max(mem_end, at_(r + w, schema::kMemCurrent));
-    if (trial == 0 && step == 0) loss_first = at_(r, schema::kLoss);
+    if (trial == 0 && r == 0) loss_first = at_(r, schema::kLoss);  // the first step run (resumed runs start later)
     if (trial == 0) loss_last = at_(r, schema::kLoss);
     step_max[trial].push_back(smax);
     tok_s[trial].push_back(tok / smax);

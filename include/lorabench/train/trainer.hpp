@@ -29,6 +29,7 @@ struct TrainEnv {
   const comm::Topology* topo = nullptr;
   io::RunFileWriter* run = nullptr;       // rank 0 only; nullptr elsewhere
   std::string run_dir;                    // outputs/<name>
+  std::string resume_from;                // checkpoint to resume from ("" = start at step 0)
 };
 
 // Runs the configured training. Returns the process exit code: 0 on success, 3 when training stopped

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# End-to-end cases for checkpoints, resume and fault injection (tests/e2e/checkpoint.cmake).
+#   checkpoint_e2e.sh CASE LORABENCH RUN_CHECKER CKPT_CHECKER WORKDIR SOURCE_DIR MPIEXEC...
+set -euo pipefail
+case_name=$1 lorabench=$2 run_checker=$3 checker=$4 work=$5 src=$6
+shift 6
+mpiexec=("$@")
+rm -rf "$work"
+mkdir -p "$work"
+cd "$work"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+run() {  # run EXPECTED_RC LOGFILE CMD...   (EXPECTED_RC "nonzero" accepts any failure)
+  local want=$1 log=$2
+  shift 2
+  set +e
+  "$@" >"$log" 2>&1
+  local rc=$?
+  set -e
+  if [[ $want == nonzero ]]; then
+    [[ $rc -ne 0 ]] || { cat "$log" >&2; fail "exit code 0, expected a failure: $*"; }
+  else
+    [[ $rc -eq $want ]] || { cat "$log" >&2; fail "exit code $rc, expected $want: $*"; }
+  fi
+}
+expect_in() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "\"$2\" not in $1"; }; }
+expect_not_in() { ! grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "\"$2\" in $1"; }; }
+ckpts() { (cd "$1" && ls) | tr '\n' ' '; }
+digest() { sha256sum "$1" | cut -d' ' -f1; }
+
+tiny=("$src/inputs/tiny.ini" --set run.output_dir="$work/out" --set run.quiet=true --set run.warmup_steps=0
+      --set run.log_every=1 --set checkpoint.keep_last=0)
+C=out/ref/checkpoints
+case "$case_name" in
+  commit)
+    # Checkpoints every 2 steps, 2 kept; the files, the pointer, h5dump, info and verify.
+    run 0 log "$lorabench" "${tiny[@]}" --set run.name=r --set checkpoint.every=2 --set checkpoint.keep_last=2
+    "$run_checker" train-run out/r/run.h5 1 6
+    [[ "$(ckpts out/r/checkpoints)" == "latest step_00000004.h5 step_00000006.h5 " ]] ||
+      fail "checkpoints: $(ckpts out/r/checkpoints)"
+    [[ "$(cat out/r/checkpoints/latest)" == step_00000006.h5 ]] || fail "latest: $(cat out/r/checkpoints/latest)"
+    h5dump -H out/r/checkpoints/step_00000006.h5 >dump.txt
+    for name in complete format_version state schedule optimizer exp_avg exp_avg_sq trainable data rng rank_seeds \
+                fingerprint writer digest; do
+      expect_in dump.txt "\"$name\""
+    done
+    h5dump -a /complete out/r/checkpoints/step_00000006.h5 >complete.txt
+    expect_in complete.txt "(0): 1"
+    h5dump -a /metrics/summary/checkpoints_written out/r/run.h5 >written.txt
+    expect_in written.txt "(0): 3"
+    run 0 info.txt "$lorabench" checkpoint info out/r/checkpoints/step_00000004.h5
+    for text in "step        4" "digests verified" "lora.r                   4" "data.seq_len             32" \
+                "model.base_weights       random-init preset=tiny seed=1234" "next_sample              8" \
+                "kind                     counter-based" "optimizer_step           4" \
+                "trainable/base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight" "[4, 64]"; do
+      expect_in info.txt "$text"
+    done
+    run 0 same.txt "$lorabench" checkpoint verify out/r/checkpoints/step_00000006.h5 out/r/checkpoints/step_00000006.h5
+    expect_in same.txt "verdict: identical"
+    run 1 diff.txt "$lorabench" checkpoint verify out/r/checkpoints/step_00000004.h5 out/r/checkpoints/step_00000006.h5
+    expect_in diff.txt "DIFFERS"
+    expect_in diff.txt "state         step"
+    head -c 5000 out/r/checkpoints/step_00000006.h5 >cut.h5
+    run 2 cut.txt "$lorabench" checkpoint info cut.h5
+    expect_in cut.txt "cut.h5: unreadable (truncated file"
+    run 2 usage.txt "$lorabench" checkpoint verify only-one.h5
+    ;;
+  kill_single)
+    # LoRA dropout on; rank 0 of a one-rank job SIGKILLs itself at the start of step 3 (after the checkpoint
+    # of step 2); the restart with resume = latest reproduces the uninterrupted run bit for bit.
+    common=("${tiny[@]}" --set lora.dropout=0.1 --set checkpoint.every=2)
+    run 0 log "$lorabench" "${common[@]}" --set run.name=ref
+    run nonzero killed.log "$lorabench" "${common[@]}" --set run.name=k --set fault.kill_rank=0 --set fault.kill_at_step=3
+    expect_in killed.log "fault injection: rank 0 kills itself at step 3"
+    [[ "$(ckpts out/k/checkpoints)" == "latest step_00000002.h5 " ]] || fail "checkpoints: $(ckpts out/k/checkpoints)"
+    h5dump out/k/run.h5 >/dev/null || fail "the killed run's run.h5 is not readable by h5dump"
+    "$checker" run out/k/run.h5 3 running
+    before=$(digest out/k/checkpoints/step_00000002.h5)
+    run 0 verify2.txt "$lorabench" checkpoint verify $C/step_00000002.h5 out/k/checkpoints/step_00000002.h5
+    run 0 restart.log "$lorabench" "${common[@]}" --set run.name=k --set checkpoint.resume=latest --set run.quiet=false
+    expect_in restart.log "resume: $work/out/k/checkpoints/step_00000002.h5, step 2"
+    [[ -f out/k/run.1.h5 ]] || fail "the killed run's file was not kept as run.1.h5"
+    "$checker" run out/k/run.1.h5 3 running
+    "$checker" run out/k/run.h5 4 completed
+    "$checker" provenance out/k/run.h5 resumed_from step_00000002.h5
+    "$checker" provenance out/k/run.h5 previous_run_file run.1.h5
+    "$checker" losses out/ref/run.h5 out/k/run.1.h5 0
+    "$checker" losses out/ref/run.h5 out/k/run.h5 0
+    [[ "$(digest out/k/checkpoints/step_00000002.h5)" == "$before" ]] || fail "the resumed checkpoint changed"
+    run 0 verify6.txt "$lorabench" checkpoint verify $C/step_00000006.h5 out/k/checkpoints/step_00000006.h5
+    expect_in verify6.txt "verdict: identical"
+    cmp out/ref/adapter/adapter_model.safetensors out/k/adapter/adapter_model.safetensors ||
+      fail "adapters differ after the restart"
+    ;;
+  kill_ddp)
+    # Two ranks, rank 1 SIGKILLs itself at step 4: mpirun fails, the checkpoint of step 4 is complete and
+    # unchanged, run.h5 holds every finished step (log_every = 1) and stays readable; the restart reaches
+    # the uninterrupted run's final state.
+    common=("${tiny[@]}" --set parallel.strategy=ddp --set checkpoint.every=2)
+    run 0 log "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=ref
+    run nonzero killed.log "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=k \
+      --set fault.kill_rank=1 --set fault.kill_at_step=4
+    expect_in killed.log "fault injection: rank 1 kills itself at step 4"
+    [[ "$(ckpts out/k/checkpoints)" == "latest step_00000002.h5 step_00000004.h5 " ]] ||
+      fail "checkpoints: $(ckpts out/k/checkpoints)"
+    [[ "$(cat out/k/checkpoints/latest)" == step_00000004.h5 ]] || fail "latest: $(cat out/k/checkpoints/latest)"
+    h5dump out/k/run.h5 >/dev/null || fail "the killed run's run.h5 is not readable by h5dump"
+    "$checker" run out/k/run.h5 8 running
+    "$checker" losses out/ref/run.h5 out/k/run.h5 0
+    before=$(digest out/k/checkpoints/step_00000004.h5)
+    run 0 verify4.txt "$lorabench" checkpoint verify $C/step_00000004.h5 out/k/checkpoints/step_00000004.h5
+    run 0 restart.log "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=k --set checkpoint.resume=latest
+    [[ "$(digest out/k/checkpoints/step_00000004.h5)" == "$before" ]] || fail "the last complete checkpoint changed"
+    "$checker" run out/k/run.h5 4 completed
+    "$checker" losses out/ref/run.h5 out/k/run.h5 0
+    run 0 verify6.txt "$lorabench" checkpoint verify $C/step_00000006.h5 out/k/checkpoints/step_00000006.h5
+    expect_in verify6.txt "verdict: identical"
+    cmp out/ref/adapter/adapter_model.safetensors out/k/adapter/adapter_model.safetensors ||
+      fail "adapters differ after the restart"
+    ;;
+  reshard)
+    # Written by fsdp on 2 ranks (micro 2); resumed by single (grad_accum 2), ddp on 1 rank and fsdp on 4
+    # ranks (micro 1): the same global batch of 4, losses within 1e-6 of the uninterrupted fsdp run.
+    common=("${tiny[@]}" --set checkpoint.every=3)
+    run 0 log "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=ref --set parallel.strategy=fsdp
+    from=(--set checkpoint.resume="$work/$C/step_00000003.h5")
+    run 0 s1.log "$lorabench" "${common[@]}" "${from[@]}" --set run.name=s1 --set train.grad_accum=2
+    run 0 d1.log "${mpiexec[@]}" -n 1 "$lorabench" "${common[@]}" "${from[@]}" --set run.name=d1 \
+      --set parallel.strategy=ddp --set train.grad_accum=2
+    run 0 f4.log "${mpiexec[@]}" -n 4 "$lorabench" "${common[@]}" "${from[@]}" --set run.name=f4 \
+      --set parallel.strategy=fsdp --set train.micro_batch=1
+    for r in s1 d1 f4; do
+      "$checker" run out/$r/run.h5 $([[ $r == f4 ]] && echo 12 || echo 3) completed
+      "$checker" losses out/ref/run.h5 out/$r/run.h5 1e-6
+      "$checker" provenance out/$r/run.h5 resumed_at_step 3
+      run 0 close_$r.txt "$lorabench" checkpoint verify --rtol 1e-5 $C/step_00000006.h5 out/$r/checkpoints/step_00000006.h5
+      expect_in close_$r.txt "verdict: equal (within rtol)"
+    done
+    # Not bitwise: verify says so without --rtol.
+    run 1 exact.txt "$lorabench" checkpoint verify $C/step_00000006.h5 out/f4/checkpoints/step_00000006.h5
+    ;;
+  refuse)
+    common=("${tiny[@]}" --set checkpoint.every=2)
+    run 0 log "$lorabench" "${common[@]}" --set run.name=r --set run.steps=4
+    sum=$(digest out/r/run.h5)
+    # A different training: every differing field listed, nothing touched.
+    run 2 diff.log "$lorabench" "${common[@]}" --set run.name=r --set checkpoint.resume=latest --set lora.r=8 \
+      --set data.seq_len=64 --set model.dtype=bf16 --set train.micro_batch=1
+    for text in "was written by a different training (4 fields differ)" "model.dtype: checkpoint fp32, configuration bf16" \
+                "lora.r: checkpoint 4, configuration 8" "data.seq_len: checkpoint 32, configuration 64" \
+                "train.global_batch: checkpoint 2, configuration 1"; do
+      expect_in diff.log "$text"
+    done
+    [[ "$(digest out/r/run.h5)" == "$sum" && ! -e out/r/run.1.h5 ]] || fail "a refused resume changed the run directory"
+    # Nothing left to run.
+    run 2 done.log "$lorabench" "${common[@]}" --set run.name=r --set checkpoint.resume=latest --set run.steps=4
+    expect_in done.log "leaves nothing to run"
+    # The newest checkpoint truncated, an unmarked file named like a newer one: both skipped with a warning.
+    truncate -s 20000 out/r/checkpoints/step_00000004.h5
+    echo partial >out/r/checkpoints/step_00000005.h5
+    run 0 skip.log "$lorabench" "${common[@]}" --set run.name=r --set checkpoint.resume=latest --set run.steps=6 \
+      --set run.quiet=false
+    expect_in skip.log "skipping checkpoint $work/out/r/checkpoints/step_00000005.h5: not an HDF5 file"
+    expect_in skip.log "skipping checkpoint $work/out/r/checkpoints/step_00000004.h5: unreadable (truncated file"
+    expect_in skip.log "resume: $work/out/r/checkpoints/step_00000002.h5, step 2"
+    "$checker" run out/r/run.h5 4 completed
+    # step 4 was written again by the resumed run.
+    run 0 info4.txt "$lorabench" checkpoint info out/r/checkpoints/step_00000004.h5
+    # Nothing usable: an error, not a fresh start.
+    mkdir -p out/empty/checkpoints
+    run 2 none.log "$lorabench" "${common[@]}" --set run.name=empty --set checkpoint.resume=latest
+    expect_in none.log "checkpoint.resume = latest: no complete checkpoint in"
+    run 2 missing.log "$lorabench" "${common[@]}" --set run.name=new --set checkpoint.resume=latest
+    [[ ! -e out/new ]] || fail "a failed resume created the run directory"
+    run 2 path.log "$lorabench" "${common[@]}" --set run.name=p --set checkpoint.resume="$work/out/r/checkpoints/step_00000005.h5"
+    expect_in path.log "checkpoint.resume: cannot resume from $work/out/r/checkpoints/step_00000005.h5: not an HDF5 file"
+    # Combinations that cannot work.
+    run 2 ow.log "$lorabench" "${common[@]}" --set run.name=r --set checkpoint.resume=latest --set run.overwrite=true
+    expect_in ow.log "run.overwrite"
+    run 2 rep.log "$lorabench" "${common[@]}" --set run.name=x --set run.repeat=2
+    expect_in rep.log "checkpoint.every: checkpoints need run.repeat = 1"
+    ;;
+  nan)
+    # A NaN loss on rank 1 at step 3: every rank stops in that step (exit 3), no checkpoint after it,
+    # run.h5 says failed and why, with every step up to the failing one.
+    run 3 log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" --set run.name=n --set parallel.strategy=ddp \
+      --set checkpoint.every=2 --set fault.nan_at_step=3 --set fault.nan_rank=1
+    [[ "$(ckpts out/n/checkpoints)" == "latest step_00000002.h5 " ]] || fail "checkpoints: $(ckpts out/n/checkpoints)"
+    [[ "$(cat out/n/checkpoints/latest)" == step_00000002.h5 ]] || fail "latest: $(cat out/n/checkpoints/latest)"
+    "$checker" run out/n/run.h5 8 failed "non-finite loss on 1 rank(s) at step 3"
+    ;;
+  *) fail "unknown case $case_name" ;;
+esac
+echo ok
