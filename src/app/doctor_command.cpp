@@ -459,51 +459,14 @@ Check check_libtorch(const comm::Topology& t) {
   return c;
 }
 
-int collect_objects(struct dl_phdr_info* info, size_t, void* out) {
-  if (info->dlpi_name != nullptr && *info->dlpi_name != '\0')
-    static_cast<std::vector<std::string>*>(out)->push_back(info->dlpi_name);
-  return 0;
-}
-
-std::string classify_blas(const std::string& real) {
-  std::string base = fs::path(real).filename().string();
-  if (real.find("openblas") != std::string::npos) return "OpenBLAS";
-  if (real.find("mkl") != std::string::npos) return "Intel MKL";
-  if (real.find("blis") != std::string::npos) return "BLIS";
-  if (real.find("atlas") != std::string::npos) return "ATLAS";
-  if (real.find("flexiblas") != std::string::npos) return "FlexiBLAS";
-  if (starts_with(base, "libblas.so") || real.find("/blas/") != std::string::npos) return "reference BLAS";
-  return "unknown";
-}
-
-std::string real_path(const std::string& p) {
-  std::error_code ec;
-  fs::path r = fs::canonical(p, ec);
-  return ec ? p : r.string();
-}
-
 // Which library libtorch's fp32 GEMM calls: the one that provides sgemm_ in the global scope (on Debian
 // libblas.so.3 is an alternative; OpenBLAS when libopenblas0-pthread is installed).
 Check check_blas(const comm::Topology& t) {
   Check c{"blas"};
-  std::vector<std::string> objects;
-  dl_iterate_phdr(&collect_objects, &objects);
+  const sys::BlasInfo b = sys::blas_info();
   json loaded = json::array();
-  for (const auto& o : objects) {
-    std::string base = fs::path(o).filename().string();
-    if (base.find("blas") != std::string::npos || base.find("mkl") != std::string::npos ||
-        base.find("blis") != std::string::npos || base.find("lapack") != std::string::npos)
-      loaded.push_back({{"name", o}, {"resolved", real_path(o)}});
-  }
-  std::string provider, provider_real;
-  if (void* sym = dlsym(RTLD_DEFAULT, "sgemm_")) {
-    Dl_info info{};
-    if (dladdr(sym, &info) != 0 && info.dli_fname != nullptr) {
-      provider = info.dli_fname;
-      provider_real = real_path(provider);
-    }
-  }
-  const std::string kind = provider.empty() ? "none" : classify_blas(provider_real);
+  for (const auto& [name, resolved] : b.loaded) loaded.push_back({{"name", name}, {"resolved", resolved}});
+  const std::string provider = b.provider, provider_real = b.resolved, kind = b.kind;
   const std::string threads = sys::getenv_or("OPENBLAS_NUM_THREADS", "");
   c.details = {{"sgemm_provider", provider}, {"resolved", provider_real}, {"kind", kind}, {"loaded", loaded},
                {"OPENBLAS_NUM_THREADS", threads}};

@@ -16,6 +16,7 @@
 #include "lorabench/comm/nccl_communicator.hpp"
 #include "lorabench/comm/topology.hpp"
 #include "lorabench/config/options.hpp"
+#include "lorabench/core/cpu_isa.hpp"
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/log.hpp"
 #include "lorabench/core/strings.hpp"
@@ -85,6 +86,9 @@ io::KeyValues provenance(const MpiSession& mpi, const comm::Topology& topo, cons
   p.emplace_back("cpus_online", std::to_string(sys::online_cpus()));
   p.emplace_back("kernel", sys::kernel_release());
   p.emplace_back("threads_per_rank", std::to_string(cfg.parallel.threads_per_rank));
+  const sys::BlasInfo blas = sys::blas_info();
+  p.emplace_back("blas", blas.kind + ": sgemm_ from " + blas.provider + " -> " + blas.resolved);
+  p.emplace_back("kernel_isa", isa_name(cpu_isa()));  // the ISA variant of lorabench's own kernels
   p.emplace_back("started_utc", sys::utc_now_iso8601());
   p.emplace_back("slurm_job_id", sys::getenv_or("SLURM_JOB_ID", ""));
   p.emplace_back("slurm_job_nodelist", sys::getenv_or("SLURM_JOB_NODELIST", ""));
@@ -221,6 +225,9 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   }
 
   log::info(strformat("lorabench %s (%s)  %s", program_version(), git_commit(), input.c_str()));
+  if (cfg.model.dtype == "fp32" && sys::blas_info().kind == "reference BLAS")
+    log::warn("the reference BLAS is loaded: fp32 GEMMs run ~30x slower than with OpenBLAS "
+              "(apt-get install libopenblas0-pthread); the timings of this run are not representative");
   log::info("effective configuration:\n" + effective_config_table(cfg));
   // One line per rank, in rank order.
   for (int r = 0; r < topo.world_size; ++r) {

@@ -1,5 +1,7 @@
 #include "lorabench/core/sysinfo.hpp"
 
+#include <dlfcn.h>
+#include <link.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -8,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -107,6 +110,52 @@ std::vector<std::pair<std::string, std::string>> relevant_environment() {
 std::string getenv_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v ? std::string(v) : fallback;
+}
+
+namespace {
+int collect_objects(struct dl_phdr_info* info, size_t, void* out) {
+  if (info->dlpi_name != nullptr && *info->dlpi_name != '\0')
+    static_cast<std::vector<std::string>*>(out)->push_back(info->dlpi_name);
+  return 0;
+}
+
+std::string real_path(const std::string& p) {
+  std::error_code ec;
+  std::filesystem::path r = std::filesystem::canonical(p, ec);
+  return ec ? p : r.string();
+}
+
+std::string classify_blas(const std::string& real) {
+  const std::string base = std::filesystem::path(real).filename().string();
+  if (real.find("openblas") != std::string::npos) return "OpenBLAS";
+  if (real.find("mkl") != std::string::npos) return "Intel MKL";
+  if (real.find("blis") != std::string::npos) return "BLIS";
+  if (real.find("atlas") != std::string::npos) return "ATLAS";
+  if (real.find("flexiblas") != std::string::npos) return "FlexiBLAS";
+  if (base.rfind("libblas.so", 0) == 0 || real.find("/blas/") != std::string::npos) return "reference BLAS";
+  return "unknown";
+}
+}  // namespace
+
+BlasInfo blas_info() {
+  BlasInfo b;
+  std::vector<std::string> objects;
+  dl_iterate_phdr(&collect_objects, &objects);
+  for (const auto& o : objects) {
+    const std::string base = std::filesystem::path(o).filename().string();
+    if (base.find("blas") != std::string::npos || base.find("mkl") != std::string::npos ||
+        base.find("blis") != std::string::npos || base.find("lapack") != std::string::npos)
+      b.loaded.emplace_back(o, real_path(o));
+  }
+  if (void* sym = dlsym(RTLD_DEFAULT, "sgemm_")) {
+    Dl_info info{};
+    if (dladdr(sym, &info) != 0 && info.dli_fname != nullptr) {
+      b.provider = info.dli_fname;
+      b.resolved = real_path(b.provider);
+    }
+  }
+  b.kind = b.provider.empty() ? "none" : classify_blas(b.resolved);
+  return b;
 }
 
 double now_s() {

@@ -253,6 +253,58 @@ LB_DEFINE_ROW(softmax_back_row_f32, softmax_back_row, (const float* p, const flo
 LB_DEFINE_ROW(softmax_back_row_bf16, softmax_back_row,
               (const float* p, const uint16_t* dp, int64_t n, float scale, uint16_t* ds), (p, dp, n, scale, ds))
 
+// Rotary embedding of one head vector (d = 2 * half): forward o1 = x1 c - x2 s, o2 = x2 c + x1 s; the
+// inverse (the backward) rotates by -angle: x1 = o1 c + o2 s, x2 = o2 c - o1 s. fp32 math, one rounding.
+template <class T>
+LB_INLINE void rope_vec(const T* x, T* o, const float* c, const float* sn, int64_t half, float dir) {
+  for (int64_t i = 0; i < half; ++i) {
+    const float a = ld(x[i]), b = ld(x[half + i]), si = dir * sn[i];
+    st(o + i, a * c[i] - b * si);
+    st(o + half + i, b * c[i] + a * si);
+  }
+}
+template <class T>
+LB_INLINE void copy_vec(const T* x, T* o, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = x[i];
+}
+
+// One token (row of qkv): rotate its query and key heads and scatter q, k, v into the attention layout.
+// q_out (B, K, G*T, d), k_out / v_out (B, K, T, d). Backward (inverse = true) gathers the other way.
+template <class T>
+LB_INLINE void rope_token(T* qkv, T* q, T* k, T* v, const float* c, const float* sn, int64_t b, int64_t t,
+                          int64_t T_, int64_t H, int64_t K, int64_t d, bool inverse) {
+  const int64_t G = H / K, half = d / 2;
+  T* row = qkv + (b * T_ + t) * (H + 2 * K) * d;
+  const float dir = inverse ? -1.0f : 1.0f;
+  for (int64_t h = 0; h < H; ++h) {
+    const int64_t kv = h / G, g = h % G;
+    T* qa = q + ((b * K + kv) * G * T_ + g * T_ + t) * d;
+    if (inverse) rope_vec(qa, row + h * d, c, sn, half, dir);
+    else rope_vec(row + h * d, qa, c, sn, half, dir);
+  }
+  for (int64_t kv = 0; kv < K; ++kv) {
+    T* ka = k + ((b * K + kv) * T_ + t) * d;
+    T* va = v + ((b * K + kv) * T_ + t) * d;
+    T* kr = row + (H + kv) * d;
+    T* vr = row + (H + K + kv) * d;
+    if (inverse) {
+      rope_vec(ka, kr, c, sn, half, dir);
+      copy_vec(va, vr, d);
+    } else {
+      rope_vec(kr, ka, c, sn, half, dir);
+      copy_vec(vr, va, d);
+    }
+  }
+}
+LB_DEFINE_ROW(rope_token_f32, rope_token,
+              (float* qkv, float* q, float* k, float* v, const float* c, const float* sn, int64_t b, int64_t t,
+               int64_t T_, int64_t H, int64_t K, int64_t d, bool inverse),
+              (qkv, q, k, v, c, sn, b, t, T_, H, K, d, inverse))
+LB_DEFINE_ROW(rope_token_bf16, rope_token,
+              (uint16_t* qkv, uint16_t* q, uint16_t* k, uint16_t* v, const float* c, const float* sn, int64_t b,
+               int64_t t, int64_t T_, int64_t H, int64_t K, int64_t d, bool inverse),
+              (qkv, q, k, v, c, sn, b, t, T_, H, K, d, inverse))
+
 void check(const at::Tensor& t, at::ScalarType dt, const char* what) {
   LB_CHECK(t.is_contiguous() && t.scalar_type() == dt && t.device().is_cpu(),
            std::string(what) + ": expected a contiguous CPU tensor of the model dtype");
@@ -432,6 +484,48 @@ at::Tensor causal_softmax_backward(const at::Tensor& p, const at::Tensor& dp, do
     }
   });
   return ds;
+}
+
+namespace {
+void rope_run(at::Tensor& qkv, at::Tensor& q, at::Tensor& k, at::Tensor& v, const at::Tensor& cos,
+              const at::Tensor& sin, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d, bool inverse) {
+  const float *c = cos.data_ptr<float>(), *sn = sin.data_ptr<float>();
+  const int64_t half = d / 2;
+  at::parallel_for(0, B * T, std::max<int64_t>(1, 8192 / ((H + 2 * K) * d)), [&](int64_t b0, int64_t e0) {
+    for (int64_t r = b0; r < e0; ++r) {
+      const int64_t b = r / T, t = r % T;
+      if (qkv.scalar_type() == at::kBFloat16) {
+        rope_token_bf16(ptr<uint16_t>(qkv), ptr<uint16_t>(q), ptr<uint16_t>(k), ptr<uint16_t>(v), c + t * half,
+                        sn + t * half, b, t, T, H, K, d, inverse);
+      } else {
+        rope_token_f32(ptr<float>(qkv), ptr<float>(q), ptr<float>(k), ptr<float>(v), c + t * half, sn + t * half, b, t,
+                       T, H, K, d, inverse);
+      }
+    }
+  });
+}
+}  // namespace
+
+void rope_qkv_forward(const at::Tensor& qkv_in, const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T,
+                      int64_t H, int64_t K, int64_t d, at::Tensor* q, at::Tensor* k, at::Tensor* v) {
+  ProfileScope scope("lb::attention");
+  at::Tensor qkv = qkv_in.contiguous();
+  check(qkv, qkv.scalar_type(), "qkv");
+  const int64_t G = H / K;
+  *q = at::empty({B, K, G * T, d}, qkv.options());
+  *k = at::empty({B, K, T, d}, qkv.options());
+  *v = at::empty({B, K, T, d}, qkv.options());
+  rope_run(qkv, *q, *k, *v, cos, sin, B, T, H, K, d, /*inverse=*/false);
+}
+
+at::Tensor rope_qkv_backward(const at::Tensor& dq_in, const at::Tensor& dk_in, const at::Tensor& dv_in,
+                             const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H, int64_t K,
+                             int64_t d) {
+  ProfileScope scope("lb::attention");
+  at::Tensor dq = dq_in.contiguous(), dk = dk_in.contiguous(), dv = dv_in.contiguous();
+  at::Tensor dqkv = at::empty({B * T, (H + 2 * K) * d}, dq.options());
+  rope_run(dqkv, dq, dk, dv, cos, sin, B, T, H, K, d, /*inverse=*/true);
+  return dqkv;
 }
 
 }  // namespace lorabench::model::kernels

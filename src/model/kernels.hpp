@@ -41,4 +41,13 @@ void causal_softmax(const at::Tensor& scores, int64_t seq, double scale, at::Ten
 // dS = scale * P (dP - rowsum(dP * P)), the gradient of the scaled scores, in dP's dtype.
 at::Tensor causal_softmax_backward(const at::Tensor& p, const at::Tensor& dp, double scale);
 
+// Splits the fused q|k|v projection output (N = B*T rows, (H + 2K) d columns) into the attention layout
+// with the rotary embedding applied to q and k (cos, sin: (T, d/2) fp32): q (B, K, G*T, d) with query head
+// h = kv * G + g at rows g*T .. g*T + T of KV head kv, k and v (B, K, T, d). One pass.
+void rope_qkv_forward(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T,
+                      int64_t H, int64_t K, int64_t d, at::Tensor* q, at::Tensor* k, at::Tensor* v);
+// Its backward: dq, dk, dv in the attention layout -> d(qkv) (N, (H + 2K) d), un-rotating dq and dk.
+at::Tensor rope_qkv_backward(const at::Tensor& dq, const at::Tensor& dk, const at::Tensor& dv, const at::Tensor& cos,
+                             const at::Tensor& sin, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d);
+
 }  // namespace lorabench::model::kernels

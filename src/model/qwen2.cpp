@@ -157,19 +157,6 @@ void lora_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGr
   }
 }
 
-// Rotary embedding in fp32 on (B, T, heads, d): out1 = x1 c - x2 s, out2 = x2 c + x1 s.
-at::Tensor rope_apply(const at::Tensor& x, const Rope& rope, bool inverse) {
-  const int64_t half = x.size(-1) / 2;
-  at::Tensor xf = x.to(at::kFloat);
-  at::Tensor x1 = xf.narrow(-1, 0, half), x2 = xf.narrow(-1, half, half);
-  at::Tensor c = rope.cos.view({1, rope.seq, 1, half});
-  at::Tensor s = rope.sin.view({1, rope.seq, 1, half});
-  if (inverse) s = -s;  // the transpose of a rotation is the rotation by the negative angle
-  at::Tensor o1 = x1 * c - x2 * s;
-  at::Tensor o2 = x2 * c + x1 * s;
-  return at::cat({o1, o2}, -1).to(x.scalar_type());
-}
-
 void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tensor& x, LayerCache& c,
                   at::Tensor* y_out) {
   const ModelShape& s = ctx.model->shape;
@@ -185,12 +172,9 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
   proj.end();
   ProfileScope attn("lb::attention");
 
-  at::Tensor q = rope_apply(qkv.narrow(1, 0, H * d).view({B, T, H, d}), *ctx.rope, false);
-  at::Tensor k = rope_apply(qkv.narrow(1, H * d, K * d).view({B, T, K, d}), *ctx.rope, false);
-  at::Tensor v = qkv.narrow(1, (H + K) * d, K * d).view({B, T, K, d});
-  c.q = q.view({B, T, K, G, d}).permute({0, 2, 3, 1, 4}).reshape({B, K, G * T, d});
-  c.k = k.permute({0, 2, 1, 3}).contiguous();  // (B, K, T, d)
-  c.v = v.permute({0, 2, 1, 3}).contiguous();
+  // Rotary embedding and the attention layout in one pass: q (B, K, G*T, d), k and v (B, K, T, d).
+  kernels::rope_qkv_forward(qkv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d, &c.q, &c.k, &c.v);
+  qkv = at::Tensor();
 
   const double scale = 1.0 / std::sqrt(double(d));
   at::Tensor p_dt;  // probabilities in the model dtype for P V; the backward recomputes them in fp32
@@ -349,7 +333,7 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
     forward_full(ctx, w, x, c, nullptr);
   }
   const ModelShape& s = ctx.model->shape;
-  const int64_t B = ctx.batch, T = ctx.seq, N = B * T;
+  const int64_t B = ctx.batch, T = ctx.seq;
   const int64_t H = s.heads, K = s.kv_heads, G = H / K, d = s.head_dim;
 
   // ---- MLP: y = x2 + down(silu(gate) * up) ----
@@ -386,11 +370,7 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   at::Tensor dq = at::matmul(dS_dt, c.k);                  // (B, K, GT, d)
   at::Tensor dk = at::matmul(dS_dt.transpose(-1, -2), c.q);  // (B, K, T, d)
 
-  at::Tensor dqkv = at::empty({N, (H + 2 * K) * d}, dy.options());
-  at::Tensor dq_bthd = dq.view({B, K, G, T, d}).permute({0, 3, 1, 2, 4}).reshape({B, T, H, d});
-  dqkv.narrow(1, 0, H * d).view({B, T, H, d}).copy_(rope_apply(dq_bthd, *ctx.rope, true));
-  dqkv.narrow(1, H * d, K * d).view({B, T, K, d}).copy_(rope_apply(dk.permute({0, 2, 1, 3}), *ctx.rope, true));
-  dqkv.narrow(1, (H + K) * d, K * d).view({B, T, K, d}).copy_(dv.permute({0, 2, 1, 3}));
+  at::Tensor dqkv = kernels::rope_qkv_backward(dq, dk, dv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d);
   attn.end();
   ProfileScope proj4("lb::projections");
   at::Tensor dh1 = at::mm(dqkv, w.w_qkv);  // (N, D)

@@ -239,6 +239,9 @@ class FsdpStrategy final : public TrainingStrategy {
     const int64_t valid_rows = std::clamp<int64_t>(V - row0, 0, rows_per_rank_);
     at::Tensor rows = hu.c_shard.view({rows_per_rank_, D}).narrow(0, 0, valid_rows);
 
+    // Every rank's tokens against this rank's rows: a chunk of chunk/W rows keeps the (tokens x chunk)
+    // transients the size of the unsharded head's.
+    chunk = std::max<int64_t>(1024, chunk / world_);
     at::Tensor h_all = all_gather_tensor(hn.contiguous());           // (W*N, D)
     at::Tensor t_all = all_gather_tensor(targets.contiguous());       // (W*N)
     at::Tensor valid = t_all.ne(-100);

@@ -27,4 +27,15 @@ std::string getenv_or(const char* name, const std::string& fallback);
 // Monotonic wall clock in seconds (steady_clock).
 double now_s();
 
+// The BLAS behind libtorch's fp32 GEMM: the library that provides sgemm_ to the process (on Debian,
+// libblas.so.3 is an alternative that points at OpenBLAS when libopenblas0-pthread is installed, at the
+// slow reference BLAS otherwise).
+struct BlasInfo {
+  std::string provider;  // the object that defines sgemm_ ("" when none does)
+  std::string resolved;  // its real path (symlinks and alternatives followed)
+  std::string kind;      // "OpenBLAS", "Intel MKL", "BLIS", "ATLAS", "FlexiBLAS", "reference BLAS", "unknown", "none"
+  std::vector<std::pair<std::string, std::string>> loaded;  // every loaded BLAS-like object: name, real path
+};
+BlasInfo blas_info();
+
 }  // namespace lorabench::sys
