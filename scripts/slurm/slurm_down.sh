@@ -55,4 +55,12 @@ for d in slurmd slurmctld munged; do
     rm -f "$pf"
   fi
 done
+# munged's socket directory when slurm_up.sh had to put it outside BASE (see there).
+if [ -s "$BASE/munge/socket_dir" ]; then
+  sock_dir=$(cat "$BASE/munge/socket_dir")
+  case "$sock_dir" in
+    "$BASE"/*) ;;
+    */lorabench-munge-*) rm -rf "$sock_dir" ;;
+  esac
+fi
 exit $rc

@@ -127,15 +127,34 @@ PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
 
 # munge: a private key and socket, so the system's munged (if any) is neither needed nor disturbed.
+# munged insists that everyone may search every directory above its socket. A BASE under a private home
+# (/root is 0700 on a fresh Debian) is not, so the socket then lives in its own directory under /tmp.
+world_searchable() {
+  local d=$1 perm
+  while [ "$d" != / ] && [ -n "$d" ]; do
+    perm=$(stat -c %A "$d")
+    case "${perm:9:1}" in x | t) ;; *) return 1 ;; esac
+    d=$(dirname "$d")
+  done
+}
+SOCK_DIR="$BASE/munge"
+if ! world_searchable "$BASE/munge"; then
+  SOCK_DIR="${TMPDIR:-/tmp}/lorabench-munge-$(id -u)-$(printf %s "$BASE" | cksum | cut -d' ' -f1)"
+  world_searchable "$(dirname "$SOCK_DIR")" || die "no directory for munged's socket: $(dirname "$SOCK_DIR") is private"
+  mkdir -p "$SOCK_DIR"
+  chmod 0755 "$SOCK_DIR"
+fi
+echo "$SOCK_DIR" >"$BASE/munge/socket_dir"
+sed -i "s|^AuthInfo=socket=.*|AuthInfo=socket=$SOCK_DIR/munge.socket|" "$BASE/slurm.conf"
 if [ ! -s "$BASE/munge/munge.key" ]; then
   mungekey --create --keyfile="$BASE/munge/munge.key" --bits=1024
 fi
 chmod 0400 "$BASE/munge/munge.key"
-munged_args=(--socket="$BASE/munge/munge.socket" --key-file="$BASE/munge/munge.key"
+munged_args=(--socket="$SOCK_DIR/munge.socket" --key-file="$BASE/munge/munge.key"
              --pid-file="$BASE/run/munged.pid" --log-file="$BASE/log/munged.log"
              --seed-file="$BASE/munge/munged.seed")
 munged "${munged_args[@]}" || die "munged did not start ($BASE/log/munged.log)"
-munge --socket="$BASE/munge/munge.socket" -n </dev/null | unmunge --socket="$BASE/munge/munge.socket" >/dev/null ||
+munge --socket="$SOCK_DIR/munge.socket" -n </dev/null | unmunge --socket="$SOCK_DIR/munge.socket" >/dev/null ||
   die "munge round trip failed ($BASE/log/munged.log)"
 
 export SLURM_CONF="$BASE/slurm.conf"
