@@ -19,7 +19,7 @@ fi
 # reference BLAS (~30x slower). It is listed explicitly on purpose.
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
-  libtorch-dev libopenblas0-pthread
+  libtorch-dev libopenblas0-pthread libdnnl-dev
   libopenmpi-dev openmpi-bin
   libhdf5-openmpi-dev hdf5-tools
   libboost-program-options-dev

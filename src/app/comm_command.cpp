@@ -116,15 +116,6 @@ void print_row(const BenchRow& r) {
   std::fflush(stdout);
 }
 
-std::string thread_level_name(int level) {
-  switch (level) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
-  }
-  return std::to_string(level);
-}
 
 std::string mpi_standard_version() {
   int v = 0, sv = 0;
@@ -331,7 +322,7 @@ int comm_main(MpiSession& mpi, int argc, char** argv) {
           {"argv", "lorabench " + join(args, " ")},
           {"mpi_library", MpiSession::library_version()},
           {"mpi_version", mpi_standard_version()},
-          {"mpi_thread_level", thread_level_name(mpi.thread_level())},
+          {"mpi_thread_level", MpiSession::thread_level_name(mpi.thread_level())},
           {"world_size", std::to_string(n)},
           {"host", mpi.hostname()},
           {"hosts", join(hosts, ",")},

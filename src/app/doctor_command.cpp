@@ -80,17 +80,6 @@ Check from_json(const json& j) {
   return c;
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += j == i ? std::to_string(ranks[i]) : std::to_string(ranks[i]) + "-" + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return out;
-}
 
 // Rank 0 gets every rank's text (rank order); other ranks get an empty vector.
 std::vector<std::string> gather_strings(const std::string& mine, MPI_Comm comm, int rank, int n) {
@@ -145,15 +134,6 @@ bool wait_until(MPI_Request* req, double deadline_s) {
   }
 }
 
-std::string thread_level_name(int level) {
-  switch (level) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
-  }
-  return std::to_string(level);
-}
 
 // ---- collective checks -------------------------------------------------------------------------------
 
@@ -162,9 +142,9 @@ Check check_mpi(const MpiSession& mpi) {
   int v = 0, sv = 0;
   MPI_Get_version(&v, &sv);
   std::string lib = MpiSession::library_version();
-  c.message = strformat("%s (MPI %d.%d), thread level %s", lib.c_str(), v, sv, thread_level_name(mpi.thread_level()).c_str());
+  c.message = strformat("%s (MPI %d.%d), thread level %s", lib.c_str(), v, sv, MpiSession::thread_level_name(mpi.thread_level()).c_str());
   c.details = {{"library", lib}, {"standard", strformat("%d.%d", v, sv)},
-               {"thread_level", thread_level_name(mpi.thread_level())}};
+               {"thread_level", MpiSession::thread_level_name(mpi.thread_level())}};
   if (mpi.thread_level() < MPI_THREAD_FUNNELED) {
     c.status = Status::kWarn;
     c.message += " (below MPI_THREAD_FUNNELED: threaded code must not call MPI)";
@@ -190,7 +170,7 @@ Check check_ranks(const comm::Topology& t) {
   }
   std::vector<std::string> parts;
   for (size_t h = 0; h < hosts.size(); ++h)
-    parts.push_back(strformat("%s (ranks %s, local ranks 0-%zu)", hosts[h].c_str(), rank_list(per_host[h]).c_str(),
+    parts.push_back(strformat("%s (ranks %s, local ranks 0-%zu)", hosts[h].c_str(), format_rank_list(per_host[h]).c_str(),
                               per_host[h].size() - 1));
   c.message = strformat("%d rank%s on %zu host%s: %s", t.world_size, t.world_size == 1 ? "" : "s", hosts.size(),
                         hosts.size() == 1 ? "" : "s", join(parts, "; ").c_str());
@@ -328,7 +308,7 @@ Check check_hdf5(const std::string& dir, bool dir_ok, MPI_Comm world, int rank, 
   if (!blind.empty()) {
     c.status = Status::kWarn;
     c.message = "HDF5 " + version + ": " + fs::absolute(dir).string() + " is not visible from rank(s) " +
-                rank_list(blind) +
+                format_rank_list(blind) +
                 " (not a shared file system): collective HDF5 across hosts cannot work there; run files (written "
                 "by rank 0 alone) still do";
   } else {
@@ -530,7 +510,7 @@ std::vector<Check> merge_rank_checks(const std::vector<std::string>& per_rank_js
     }
     for (auto& [c, ranks] : groups) {
       Check x = c;
-      if (groups.size() > 1) x.ranks = rank_list(ranks);
+      if (groups.size() > 1) x.ranks = format_rank_list(ranks);
       out.push_back(x);
     }
   }

@@ -24,6 +24,7 @@
 #include "lorabench/core/version.hpp"
 #include "lorabench/io/run_file.hpp"
 #include "lorabench/metrics/memory.hpp"
+#include "lorabench/model/gemm.hpp"
 #include "lorabench/train/checkpoint.hpp"
 #include "lorabench/train/control.hpp"
 #include "lorabench/train/trainer.hpp"
@@ -70,7 +71,7 @@ io::KeyValues provenance(const MpiSession& mpi, const comm::Topology& topo, cons
   p.emplace_back("node_count", std::to_string(topo.node_count));
   p.emplace_back("nodes_emulated", topo.emulated ? "true" : "false");
   p.emplace_back("mpi_library", MpiSession::library_version());
-  p.emplace_back("mpi_thread_level", std::to_string(mpi.thread_level()));
+  p.emplace_back("mpi_thread_level", MpiSession::thread_level_name(mpi.thread_level()));
   unsigned maj = 0, min = 0, rel = 0;
   H5get_libversion(&maj, &min, &rel);
   p.emplace_back("hdf5_version", strformat("%u.%u.%u", maj, min, rel));
@@ -89,6 +90,7 @@ io::KeyValues provenance(const MpiSession& mpi, const comm::Topology& topo, cons
   const sys::BlasInfo blas = sys::blas_info();
   p.emplace_back("blas", blas.kind + ": sgemm_ from " + blas.provider + " -> " + blas.resolved);
   p.emplace_back("kernel_isa", isa_name(cpu_isa()));  // the ISA variant of lorabench's own kernels
+  p.emplace_back("fp32_gemm", model::fp32_gemm_engine());
   p.emplace_back("started_utc", sys::utc_now_iso8601());
   p.emplace_back("slurm_job_id", sys::getenv_or("SLURM_JOB_ID", ""));
   p.emplace_back("slurm_job_nodelist", sys::getenv_or("SLURM_JOB_NODELIST", ""));

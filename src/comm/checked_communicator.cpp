@@ -24,18 +24,6 @@ bool mpi_finalized() {
   return f != 0;
 }
 
-// "0", "0-3", "0,2,5-7"
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size();) {
-    size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += j == i ? std::to_string(ranks[i]) : std::to_string(ranks[i]) + "-" + std::to_string(ranks[j]);
-    i = j + 1;
-  }
-  return out;
-}
 
 class CheckedCommunicator final : public Communicator {
  public:
@@ -174,7 +162,7 @@ class CheckedCommunicator final : public Communicator {
     std::string msg = strformat("collective mismatch at call #%lld: the ranks issue different collectives:",
                                 static_cast<long long>(s.seq));
     for (const auto& [g, ranks] : groups) {
-      msg += strformat("\n  rank%s %s: %s", ranks.size() > 1 ? "s" : "", rank_list(ranks).c_str(),
+      msg += strformat("\n  rank%s %s: %s", ranks.size() > 1 ? "s" : "", format_rank_list(ranks).c_str(),
                        describe_signature(g).c_str());
     }
     fail(msg);

@@ -52,6 +52,16 @@ std::string MpiSession::library_version() {
   return s;
 }
 
+std::string MpiSession::thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+  }
+  return std::to_string(level);
+}
+
 void MpiSession::abort(int code) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "lorabench/core/error.hpp"
+#include "lorabench/model/gemm.hpp"
 #include "kernels.hpp"
 #include "profile_scope.hpp"
 
@@ -101,7 +102,7 @@ void lora_forward(const LayerContext& ctx, const LayerWeights& w, const Group& g
   const auto dt = x.scalar_type();
   at::Tensor la;
   if (!use_dropout(ctx) && packed_a.defined()) {
-    la = at::mm(x, packed_a.to(dt).t());
+    la = gemm(x, packed_a.to(dt).t());
   } else {
     std::vector<at::Tensor> parts;
     for (int i = 0; i < grp.n; ++i) {
@@ -110,11 +111,11 @@ void lora_forward(const LayerContext& ctx, const LayerWeights& w, const Group& g
       at::Tensor xin = use_dropout(ctx)
                            ? (x.to(at::kFloat) * dropout_multiplier(ctx, p, x.size(0), x.size(1))).to(dt)
                            : x;
-      parts.push_back(at::mm(xin, w.lora[static_cast<int>(p)].a.to(dt).t()));
+      parts.push_back(gemm(xin, w.lora[static_cast<int>(p)].a.to(dt).t()));
     }
     la = parts.size() == 1 ? parts[0] : at::cat(parts, 1);
   }
-  out.addmm_(la, block_b(ctx, w, grp, out.size(1), dt).t(), 1.0, lora.scaling());
+  gemm_into(out, la, block_b(ctx, w, grp, out.size(1), dt).t(), lora.scaling(), 1.0);
   if (cache) cache->la[grp.id] = la;
 }
 
@@ -128,19 +129,19 @@ void lora_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGr
   const double s = lora.scaling();
   const int64_t r = lora.r;
   const at::Tensor& la = cache.la[grp.id];
-  at::Tensor dla = at::mm(dout, block_b(ctx, w, grp, dout.size(1), dt)).mul_(s);  // (N, n*r)
+  at::Tensor dla = gemm(dout, block_b(ctx, w, grp, dout.size(1), dt)).mul_(s);  // (N, n*r)
   int j = 0;
   std::vector<std::pair<Proj, int>> targets;
   for (int i = 0; i < grp.n; ++i) {
     Proj p = grp.members[i];
     if (!lora.targets(p)) continue;
     auto [c0, cn] = out_range(ctx.model->shape, p);
-    g.lora[static_cast<int>(p)].b.add_(at::mm(dout.narrow(1, c0, cn).t(), la.narrow(1, j * r, r)), s);
+    g.lora[static_cast<int>(p)].b.add_(gemm(dout.narrow(1, c0, cn).t(), la.narrow(1, j * r, r)), s);
     targets.emplace_back(p, j++);
   }
   if (!use_dropout(ctx) && packed_a.defined()) {
-    packed_ga.add_(at::mm(dla.t(), x));
-    dx.addmm_(dla, packed_a.to(dt), 1.0, 1.0);
+    packed_ga.add_(gemm(dla.t(), x));
+    gemm_into(dx, dla, packed_a.to(dt), 1.0, 1.0);
     return;
   }
   for (auto [p, jj] : targets) {
@@ -148,11 +149,11 @@ void lora_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGr
     at::Tensor dla_p = dla.narrow(1, jj * r, r);
     if (use_dropout(ctx)) {
       at::Tensor mult = dropout_multiplier(ctx, p, x.size(0), x.size(1));
-      g.lora[pi].a.add_(at::mm(dla_p.t(), (x.to(at::kFloat) * mult).to(dt)));
-      dx.add_((at::mm(dla_p, w.lora[pi].a.to(dt)).to(at::kFloat) * mult).to(dt));
+      g.lora[pi].a.add_(gemm(dla_p.t(), (x.to(at::kFloat) * mult).to(dt)));
+      dx.add_((gemm(dla_p, w.lora[pi].a.to(dt)).to(at::kFloat) * mult).to(dt));
     } else {
-      g.lora[pi].a.add_(at::mm(dla_p.t(), x));
-      dx.addmm_(dla_p, w.lora[pi].a.to(dt), 1.0, 1.0);
+      g.lora[pi].a.add_(gemm(dla_p.t(), x));
+      gemm_into(dx, dla_p, w.lora[pi].a.to(dt), 1.0, 1.0);
     }
   }
 }
@@ -166,7 +167,7 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
   c.x = x;
   at::Tensor h1 = rmsnorm_forward(x, w.ln1, s.rms_eps, &c.rstd1);
   ProfileScope proj("lb::projections");
-  at::Tensor qkv = at::addmm(w.b_qkv, h1, w.w_qkv.t());  // (N, (H+2K)d)
+  at::Tensor qkv = gemm_bias(w.b_qkv, h1, w.w_qkv.t());  // (N, (H+2K)d)
   lora_forward(ctx, w, kQkv, w.a_qkv, h1, qkv, &c);
   h1 = at::Tensor();
   proj.end();
@@ -184,20 +185,20 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
   attn.end();
 
   ProfileScope proj2("lb::projections");
-  at::Tensor ao = at::mm(c.attn, w.w_o.t());
+  at::Tensor ao = gemm(c.attn, w.w_o.t());
   lora_forward(ctx, w, kOnlyO, w.lora[int(Proj::kO)].a, c.attn, ao, &c);
   proj2.end();
   c.x2 = x + ao;
 
   at::Tensor h2 = rmsnorm_forward(c.x2, w.ln2, s.rms_eps, &c.rstd2);
   ProfileScope proj3("lb::projections");
-  c.gu = at::mm(h2, w.w_gu.t());  // (N, 2I)
+  c.gu = gemm(h2, w.w_gu.t());  // (N, 2I)
   lora_forward(ctx, w, kGateUp, w.a_gu, h2, c.gu, &c);
   h2 = at::Tensor();
   proj3.end();
   at::Tensor a = kernels::swiglu_forward(c.gu);  // (N, I)
   ProfileScope proj4("lb::projections");
-  at::Tensor dn = at::mm(a, w.w_down.t());
+  at::Tensor dn = gemm(a, w.w_down.t());
   lora_forward(ctx, w, kOnlyDown, w.lora[int(Proj::kDown)].a, a, dn, &c);
   proj4.end();
   c.full = true;
@@ -339,24 +340,24 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   // ---- MLP: y = x2 + down(silu(gate) * up) ----
   at::Tensor a = kernels::swiglu_forward(c.gu);  // recomputed down_proj input (N, I)
   ProfileScope proj("lb::projections");
-  at::Tensor da = at::mm(dy, w.w_down);  // (N, I)
-  if (g.w_down.defined()) g.w_down.add_(at::mm(dy.t(), a));
+  at::Tensor da = gemm(dy, w.w_down);  // (N, I)
+  if (g.w_down.defined()) g.w_down.add_(gemm(dy.t(), a));
   lora_backward(ctx, w, g, kOnlyDown, w.lora[int(Proj::kDown)].a, g.lora[int(Proj::kDown)].a, a, dy, c, da);
   proj.end();
   at::Tensor dgu = kernels::swiglu_backward(c.gu, da);  // (N, 2I)
   ProfileScope proj2("lb::projections");
-  at::Tensor dh2 = at::mm(dgu, w.w_gu);  // (N, D)
+  at::Tensor dh2 = gemm(dgu, w.w_gu);  // (N, D)
   // The norms' outputs are recomputed (cheaper than keeping them): the gate/up input.
   at::Tensor h2 = kernels::rmsnorm_forward(c.x2, w.ln2, s.rms_eps, nullptr);
-  if (g.w_gu.defined()) g.w_gu.add_(at::mm(dgu.t(), h2));
+  if (g.w_gu.defined()) g.w_gu.add_(gemm(dgu.t(), h2));
   lora_backward(ctx, w, g, kGateUp, w.a_gu, g.a_gu, h2, dgu, c, dh2);
   proj2.end();
   at::Tensor dx2 = kernels::rmsnorm_backward(dh2, c.x2, w.ln2, c.rstd2, g.ln2, dy);
 
   // ---- attention: x2 = x + o(attn(rope(q), rope(k), v)) ----
   ProfileScope proj3("lb::projections");
-  at::Tensor dattn = at::mm(dx2, w.w_o);  // (N, H*d)
-  if (g.w_o.defined()) g.w_o.add_(at::mm(dx2.t(), c.attn));
+  at::Tensor dattn = gemm(dx2, w.w_o);  // (N, H*d)
+  if (g.w_o.defined()) g.w_o.add_(gemm(dx2.t(), c.attn));
   lora_backward(ctx, w, g, kOnlyO, w.lora[int(Proj::kO)].a, g.lora[int(Proj::kO)].a, c.attn, dx2, c, dattn);
   proj3.end();
   ProfileScope attn("lb::attention");
@@ -373,9 +374,9 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   at::Tensor dqkv = kernels::rope_qkv_backward(dq, dk, dv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d);
   attn.end();
   ProfileScope proj4("lb::projections");
-  at::Tensor dh1 = at::mm(dqkv, w.w_qkv);  // (N, D)
+  at::Tensor dh1 = gemm(dqkv, w.w_qkv);  // (N, D)
   at::Tensor h1 = kernels::rmsnorm_forward(c.x, w.ln1, s.rms_eps, nullptr);
-  if (g.w_qkv.defined()) g.w_qkv.add_(at::mm(dqkv.t(), h1));
+  if (g.w_qkv.defined()) g.w_qkv.add_(gemm(dqkv.t(), h1));
   if (g.b_qkv.defined()) g.b_qkv.add_(dqkv.to(at::kFloat).sum(0));
   lora_backward(ctx, w, g, kQkv, w.a_qkv, g.a_qkv, h1, dqkv, c, dh1);
   proj4.end();
@@ -404,11 +405,11 @@ HeadPartial head_partial(const at::Tensor& h, const at::Tensor& emb_rows, int64_
   for (int64_t v0 = 0; v0 < V; v0 += chunk) {
     const int64_t cn = std::min(chunk, V - v0);
     at::Tensor e = emb_rows.narrow(0, v0, cn);
-    at::Tensor z = at::mm(h, e.t());  // (N, cn) logits, model dtype
+    at::Tensor z = gemm(h, e.t());  // (N, cn) logits, model dtype
     at::Tensor local = local_all - v0;
     kernels::online_softmax_chunk(z, hp.m, hp.se, rescale, p, local, hp.zt);
     at::Tensor pv = p.narrow(0, 0, N * cn).view({N, cn});
-    hp.U.mul_(rescale.view({N, 1})).add_(at::mm(pv, e));
+    hp.U.mul_(rescale.view({N, 1})).add_(gemm(pv, e));
   }
   hp.m = hp.m.view({N, 1});
   hp.se = hp.se.view({N, 1});
@@ -424,12 +425,12 @@ void head_weight_grad(const at::Tensor& h, const at::Tensor& emb_rows, int64_t r
   for (int64_t v0 = 0; v0 < V; v0 += chunk) {
     const int64_t cn = std::min(chunk, V - v0);
     at::Tensor e = emb_rows.narrow(0, v0, cn);
-    at::Tensor pz = (at::mm(h, e.t()).to(at::kFloat) - lse).exp_();  // softmax columns of this chunk
+    at::Tensor pz = (gemm(h, e.t()).to(at::kFloat) - lse).exp_();  // softmax columns of this chunk
     at::Tensor in_chunk = local_all.ge(v0).logical_and_(local_all.lt(v0 + cn));
     at::Tensor local = (local_all - v0).clamp_(0, cn - 1).view({N, 1});
     pz.scatter_add_(1, local, -in_chunk.to(at::kFloat).view({N, 1}));
     pz.mul_(scale);
-    dE_rows.narrow(0, v0, cn).add_(at::mm(pz.to(dt).t(), h));
+    dE_rows.narrow(0, v0, cn).add_(gemm(pz.to(dt).t(), h));
   }
 }
 
@@ -461,7 +462,7 @@ HeadLoss head_loss_reference(const at::Tensor& h, const at::Tensor& emb, const a
   const auto dt = h.scalar_type();
   at::Tensor valid = targets.ne(-100);
   at::Tensor tgt = targets.clamp_min(0).view({N, 1});
-  at::Tensor logits = at::mm(h, emb.t()).to(at::kFloat);  // (N, V)
+  at::Tensor logits = gemm(h, emb.t()).to(at::kFloat);  // (N, V)
   at::Tensor logp = at::log_softmax(logits, 1);
   HeadLoss out;
   out.counted = valid.sum().item<int64_t>();
@@ -470,11 +471,11 @@ HeadLoss head_loss_reference(const at::Tensor& h, const at::Tensor& emb, const a
   dz.scatter_add_(1, tgt, -at::ones({N, 1}, dz.options()));
   dz.mul_(valid.to(at::kFloat).mul(grad_scale).view({N, 1}));
   at::Tensor dz_dt = dz.to(dt);
-  out.dh = at::mm(dz_dt, emb);
-  if (dE_acc.defined()) dE_acc.add_(at::mm(dz_dt.t(), h));
+  out.dh = gemm(dz_dt, emb);
+  if (dE_acc.defined()) dE_acc.add_(gemm(dz_dt.t(), h));
   return out;
 }
 
-at::Tensor head_logits(const at::Tensor& h, const at::Tensor& emb) { return at::mm(h, emb.t()).to(at::kFloat); }
+at::Tensor head_logits(const at::Tensor& h, const at::Tensor& emb) { return gemm(h, emb.t()).to(at::kFloat); }
 
 }  // namespace lorabench::model

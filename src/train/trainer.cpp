@@ -19,12 +19,12 @@
 #include "lorabench/data/tokenizer.hpp"
 #include "lorabench/io/schema.hpp"
 #include "lorabench/lora/adapter.hpp"
-#include "lorabench/metrics/calibrate.hpp"
 #include "lorabench/metrics/flops.hpp"
 #include "lorabench/metrics/memory.hpp"
 #include "lorabench/metrics/papi.hpp"
 #include "lorabench/metrics/stats.hpp"
 #include "lorabench/metrics/trace.hpp"
+#include "lorabench/model/gemm.hpp"
 #include "lorabench/model/layout.hpp"
 #include "lorabench/model/step.hpp"
 #include "lorabench/strategy/strategy.hpp"
@@ -111,7 +111,7 @@ Setup make_setup(const TrainEnv& env) {
     s.peak.source = "configured";
     s.peak.detail = "profile.peak_gflops";
   } else {
-    s.peak = metrics::calibrate_peak_flops(s.dtype, c.parallel.threads_per_rank);
+    s.peak = model::calibrate_gemm_peak(s.dtype, c.parallel.threads_per_rank);
   }
 
   s.spec.name = c.parallel.strategy;

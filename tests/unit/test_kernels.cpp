@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "../../src/model/kernels.hpp"
+#include "lorabench/model/gemm.hpp"
 #include "lorabench/model/qwen2.hpp"
 
 using namespace lorabench::model;
@@ -78,4 +79,26 @@ TEST(Kernels, RmsnormMatchesTheReference) {
     EXPECT_LE(max_rel(dx1, dx2), dt == at::kFloat ? 1e-5 : 2e-2) << c10::toString(dt);
     EXPECT_LE(max_rel(dw1, dw2), 1e-5);
   }
+}
+
+TEST(Gemm, Fp32EnginesAgreeOnEveryOperandLayout) {
+  at::manual_seed(9);
+  at::Tensor a = at::randn({33, 47}), b = at::randn({47, 29}), bt = at::randn({29, 47});
+  at::Tensor wide = at::randn({33, 50}), bias = at::randn({29});
+  for (bool fast : {false, true}) {
+    set_fp32_gemm_engine_enabled(fast);
+    at::Tensor c1 = gemm(a, b), c2 = gemm(a, bt.t()), c3 = gemm(a.t().contiguous().t(), b);
+    at::Tensor c4 = gemm_bias(bias, a, bt.t());
+    at::Tensor w = wide.clone();
+    at::Tensor slice = w.narrow(1, 7, 29);  // a column slice of a wider matrix, accumulated in place
+    gemm_into(slice, a, b, 0.5, 1.0);
+    at::Tensor ref = at::mm(a, b);
+    EXPECT_LE(max_rel(c1, ref), 1e-6) << fast;
+    EXPECT_LE(max_rel(c2, at::mm(a, bt.t())), 1e-6) << fast;
+    EXPECT_LE(max_rel(c3, ref), 1e-6) << fast;
+    EXPECT_LE(max_rel(c4, at::addmm(bias, a, bt.t())), 1e-6) << fast;
+    EXPECT_LE(max_rel(w.narrow(1, 7, 29), wide.narrow(1, 7, 29) + 0.5 * ref), 1e-6) << fast;
+    EXPECT_TRUE(at::equal(w.narrow(1, 0, 7), wide.narrow(1, 0, 7))) << "columns outside the slice untouched";
+  }
+  set_fp32_gemm_engine_enabled(true);
 }

@@ -27,6 +27,9 @@ class MpiSession {
   // "Open MPI v4.1.4, ..." as MPI_Get_library_version reports it (first line).
   static std::string library_version();
 
+  // "MPI_THREAD_MULTIPLE", ... for a thread level.
+  static std::string thread_level_name(int level);
+
   // Ends every rank of the job with `code`. Use after a failure on one rank so the others do not hang.
   [[noreturn]] static void abort(int code);
 

@@ -16,6 +16,9 @@ std::string join(const std::vector<std::string>& parts, const std::string& sep);
 bool starts_with(const std::string& s, const std::string& prefix);
 bool ends_with(const std::string& s, const std::string& suffix);
 
+// Ranks as ranges: {0} -> "0", {0,1,2,3} -> "0-3", {0,2,5,6,7} -> "0,2,5-7" (input sorted).
+std::string format_rank_list(const std::vector<int>& ranks);
+
 // Human-readable byte counts: "1.50 GiB".
 std::string format_bytes(double bytes);
 
