@@ -7,7 +7,7 @@
 #   export SLURM_CONF=BASE/slurm.conf         # the last line printed; sbatch/srun/squeue then use it
 #
 # Environment (all optional):
-#   LORABENCH_SLURM_CPUS   CPUs of the node (default: nproc, with the socket/core layout of slurmd -C)
+#   LORABENCH_SLURM_CPUS   CPUs of the node (default: the CPUs this process may use, with the socket/core layout of slurmd -C)
 #   LORABENCH_SLURM_PORT   slurmctld port; slurmd = +1  (default: the first free pair from 6817)
 #   LORABENCH_SLURM_GPUS   count of a GRES "gpu" without device files, so GPU scripts can be submitted on
 #                          a CPU machine (default 0 = no GRES)
@@ -22,7 +22,9 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 BASE=${1:-${SLURM_BASE:-${TMPDIR:-/tmp}/lorabench-slurm-$(id -u)}}
-NCPU=${LORABENCH_SLURM_CPUS:-$(nproc)}
+# nproc honours OMP_NUM_THREADS and OMP_THREAD_LIMIT (scripts/test.sh sets one thread per rank); the node
+# has the CPUs this process may run on, whatever its thread settings.
+NCPU=${LORABENCH_SLURM_CPUS:-$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)}
 NGPU=${LORABENCH_SLURM_GPUS:-0}
 NODE=$(hostname -s)
 USER_NAME=$(id -un)

@@ -39,6 +39,9 @@ trap 'exit 143' INT TERM
 
 "$src/scripts/slurm/slurm_up.sh" "$cluster" >"$work/slurm_up.txt" 2>&1 || { cat "$work/slurm_up.txt" >&2; fail "slurm_up.sh"; }
 export SLURM_CONF="$cluster/slurm.conf"
+# Every case runs 2 ranks with one CPU each: a smaller node would leave the jobs pending until the timeout.
+node_cpus=$(sinfo -h -N -o %c | head -n 1)
+[ "${node_cpus:-0}" -ge 2 ] || fail "the cluster's node has ${node_cpus:-no} CPUs; the cases need 2 ($work/slurm_up.txt)"
 export LORABENCH_BIN=$lorabench OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 cd "$src"   # the scripts resolve inputs/ and slurm/ from $SLURM_SUBMIT_DIR, the directory sbatch ran in
 
