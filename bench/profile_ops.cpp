@@ -1,7 +1,9 @@
 // Where lorabench's training step goes: runs the bench workload (single rank, LoRA r16 on every
 // projection, seq 256, micro-batch 1) with libtorch's op profiler on the measured steps, and prints the
-// self time of every ATen op and a breakdown by category, attributed through the lb:: ranges the model
-// code marks (src/model/profile_scope.hpp).
+// self time of every ATen op and a breakdown of the whole step by category, attributed through the lb::
+// ranges the model code marks (src/model/profile_scope.hpp). Time inside a range but in no ATen op is
+// lorabench's own fused kernels; time in no op and no range (data, bookkeeping) is the wall time minus
+// everything the profiler saw.
 //
 //   lorabench-profile-ops [--preset qwen2.5-0.5b] [--dtype bf16] [--steps 3] [--warmup 1] [--top 25]
 #include <ATen/ATen.h>
@@ -42,6 +44,24 @@ std::string category(const std::string& op, const std::string& scope) {
   return "other (embedding, residual adds, gradient buffers, data)";
 }
 
+// Time inside an lb:: range that no ATen op accounts for: the fused kernels the range runs.
+std::string kernel_category(const std::string& scope) {
+  if (scope == "lb::norm") return "RMSNorm: fused kernels";
+  if (scope == "lb::swiglu") return "SwiGLU: fused kernels";
+  if (scope == "lb::attention") return "attention: fused softmax and RoPE kernels";
+  if (scope == "lb::head_loss") return "head + loss: fused online softmax";
+  if (scope == "lb::optimizer") return "optimizer: fused AdamW";
+  return "other lorabench code inside " + scope;
+}
+
+// The coarse groups the peer's profile uses too (bench/profile_peer.py).
+std::string group(const std::string& cat) {
+  if (cat.find("GEMMs") != std::string::npos) return "GEMMs";
+  if (cat.rfind("outside", 0) == 0 || cat.rfind("optimizer", 0) == 0) return "optimizer, data and bookkeeping";
+  if (cat.find("fused") != std::string::npos) return "fused kernels (norm, SwiGLU, RoPE, softmax)";
+  return "other ATen ops (copies, casts, adds, indexing)";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,7 +98,7 @@ int main(int argc, char** argv) {
 
   // Self time per (op, innermost lb:: scope), from the push/pop nesting of each thread's events.
   std::map<std::string, double> op_self, cat_self;
-  double total = 0;
+  double total = 0, top_us = 0;
   for (auto& list : lists) {
     struct Frame {
       const prof::LegacyEvent* push;
@@ -98,23 +118,35 @@ int main(int argc, char** argv) {
         stack.pop_back();
         const double dur = f.push->cpuElapsedUs(e);
         if (!stack.empty()) stack.back().child_us += dur;
+        else top_us += dur;
         const std::string name = f.push->name();
-        if (name.rfind("lb::", 0) == 0) continue;  // scopes only attribute; their time is their ops'
         const double self = dur - f.child_us;
+        if (name.rfind("lb::", 0) == 0) {
+          cat_self[kernel_category(name)] += self;
+          continue;
+        }
         op_self[name] += self;
         cat_self[category(name, f.scope)] += self;
         total += self;
       }
     }
   }
-  std::printf("%s %s: %.3f s per step (wall, profiler on); %.3f s of op self time per step\n\n", preset.c_str(),
-              dtype.c_str(), wall, total / 1e6 / steps);
-  std::printf("| category | s per step | share of op time |\n| --- | --- | --- |\n");
+  const double wall_us = wall * 1e6 * steps;
+  cat_self["outside ops and ranges: data, bookkeeping"] += std::max(0.0, wall_us - top_us);
+  std::printf("%s %s: %.3f s per step (wall, profiler on); %.3f s of ATen op self time per step\n\n",
+              preset.c_str(), dtype.c_str(), wall, total / 1e6 / steps);
+  std::printf("| category | s per step | share of the step |\n| --- | --- | --- |\n");
   std::vector<std::pair<double, std::string>> cats;
-  for (auto& [k, v] : cat_self) cats.push_back({v, k});
+  std::map<std::string, double> groups;
+  for (auto& [k, v] : cat_self) {
+    cats.push_back({v, k});
+    groups[group(k)] += v;
+  }
   std::sort(cats.rbegin(), cats.rend());
-  for (auto& [v, k] : cats) std::printf("| %s | %.3f | %.1f%% |\n", k.c_str(), v / 1e6 / steps, 100 * v / total);
-  std::printf("\n| op | s per step | share |\n| --- | --- | --- |\n");
+  for (auto& [v, k] : cats) std::printf("| %s | %.3f | %.1f%% |\n", k.c_str(), v / 1e6 / steps, 100 * v / wall_us);
+  std::printf("\n| group | s per step | share of the step |\n| --- | --- | --- |\n");
+  for (auto& [k, v] : groups) std::printf("| %s | %.3f | %.1f%% |\n", k.c_str(), v / 1e6 / steps, 100 * v / wall_us);
+  std::printf("\n| op | s per step | share of ATen op time |\n| --- | --- | --- |\n");
   std::vector<std::pair<double, std::string>> ops;
   for (auto& [k, v] : op_self) ops.push_back({v, k});
   std::sort(ops.rbegin(), ops.rend());

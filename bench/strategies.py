@@ -11,6 +11,7 @@ B. Full fine-tuning of the `small` preset (fp32) with every strategy on 2 ranks:
 """
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -27,6 +28,12 @@ def mpirun(n):
     return cmd
 
 
+def h5dump_text(v):
+    """h5dump prints each non-ASCII byte as a sign-extended octal escape (\\37777777716 for 0xCE)."""
+    raw = re.sub(r"\\(3777777\d{4}|[0-7]{3})", lambda m: chr(int(m.group(1), 8) & 0xFF), v)
+    return raw.encode("latin-1", "replace").decode("utf-8", "replace")
+
+
 def summary(path):
     out = subprocess.run(["h5dump", "-A", "-g", "/metrics/summary", path], stdout=subprocess.PIPE,
                          text=True).stdout
@@ -36,7 +43,7 @@ def summary(path):
         if line.startswith('ATTRIBUTE "'):
             name = line.split('"')[1]
         elif line.startswith("(0):") and name:
-            v = line[4:].strip().strip('"')
+            v = h5dump_text(line[4:].strip().strip('"'))
             try:
                 vals[name] = float(v)
             except ValueError:
@@ -105,7 +112,7 @@ def main():
     print(f"- DDP exposed communication: {100 * ddp_comm:.1f}% of the step (target <= 3%)")
     mem = med("fsdp", "mem_peak_bytes_max") / med("ddp", "mem_peak_bytes_max")
     tok = med("fsdp", "tokens_per_s_mean") / med("ddp", "tokens_per_s_mean")
-    print(f"- FSDP peak tensor memory / DDP: {mem:.2f} (target <= 0.60); FSDP tokens/s / DDP: {tok:.2f} "
+    print(f"- FSDP peak tensor memory / DDP: {mem:.3f} (target <= 0.60); FSDP tokens/s / DDP: {tok:.2f} "
           f"(target >= 0.80)")
 
     # ---- B: full fine-tuning, measured vs predicted model state ----

@@ -163,7 +163,8 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
 
   comm::Topology topo = comm::discover_topology(mpi.world(), cfg.parallel.emulate_nodes, 0);
   if (cfg.parallel.backend == "nccl")
-    throw ConfigError("parallel.backend: nccl needs CUDA tensors, and this libtorch build is CPU-only");
+    throw ConfigError("parallel.backend: nccl needs the model on CUDA devices, and lorabench's training path "
+                      "runs on CPU tensors only (the NCCL backend serves `lorabench comm`; use mpi to train)");
   std::unique_ptr<comm::Communicator> comm = comm::make_mpi_communicator(mpi.world());
 
   // The run directory: rank 0 creates it; an existing run is never silently overwritten. Resuming

@@ -251,6 +251,10 @@ std::vector<OptionSpec> build_table() {
                        true, "FSDP: free each layer's gathered weights after its forward"));
   t.push_back(bool_opt("parallel.prefetch", &RC::parallel, &ParallelSection::prefetch, true,
                        "FSDP: start gathering the next layer's weights before computing this one"));
+  t.push_back(bool_opt("parallel.prefetch_within_peak", &RC::parallel, &ParallelSection::prefetch_within_peak, true,
+                       "FSDP: issue a prefetch only when the rank's tensor memory plus the gathered layer stays "
+                       "within the highest peak seen so far (earlier steps and this one), so overlap never raises "
+                       "peak memory; false prefetches every layer"));
   t.push_back(int_opt("parallel.emulate_nodes", &RC::parallel, &ParallelSection::emulate_nodes, 0, 0, 4096,
                       "split each host's ranks into this many emulated nodes (0 = real topology)"));
 

@@ -86,6 +86,8 @@ const std::vector<std::pair<const char*, const char*>>& summary_attributes() {
       {"predicted_optimizer_bytes", "predicted per-rank AdamW state bytes"},
       {"predicted_model_state_bytes", "sum of the three predictions"},
       {"predicted_formula", "the prediction as a formula of Ψc (compute params) and Ψt (trainable params)"},
+      {"prefetched_layers", "fsdp: decoder-layer all-gathers issued ahead of their use in the last trial, rank 0 "
+                            "(parallel.prefetch, bounded by parallel.prefetch_within_peak); 0 for other strategies"},
       {"papi_status", "which counters were counted and which were unavailable, and why"},
       {"step_time_rank_min_s", "min over ranks of each rank's mean measured step time"},
       {"step_time_rank_median_s", "median over ranks of the same"},

@@ -14,13 +14,19 @@ namespace {
 
 std::atomic<int64_t> g_current{0};
 std::atomic<int64_t> g_peak{0};
+std::atomic<int64_t> g_window_peak{0};
 std::atomic<bool> g_installed{false};
+
+void raise_to(std::atomic<int64_t>& peak, int64_t now) {
+  int64_t p = peak.load();
+  while (now > p && !peak.compare_exchange_weak(p, now)) {
+  }
+}
 
 void note_alloc(int64_t n) {
   int64_t now = g_current.fetch_add(n) + n;
-  int64_t peak = g_peak.load();
-  while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
-  }
+  raise_to(g_peak, now);
+  raise_to(g_window_peak, now);
 }
 
 // Sizes of live allocations by pointer: raw_deallocate (used by oneDNN) passes no size.
@@ -98,5 +104,7 @@ bool memory_counter_installed() { return g_installed.load(); }
 int64_t tensor_bytes_current() { return g_current.load(); }
 int64_t tensor_bytes_peak() { return g_peak.load(); }
 void reset_tensor_peak() { g_peak.store(g_current.load()); }
+int64_t tensor_bytes_window_peak() { return g_window_peak.load(); }
+void reset_tensor_window_peak() { g_window_peak.store(g_current.load()); }
 
 }  // namespace lorabench::metrics

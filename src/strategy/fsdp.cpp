@@ -14,6 +14,7 @@
 #include <limits>
 
 #include "lorabench/core/error.hpp"
+#include "lorabench/metrics/memory.hpp"
 #include "lorabench/strategy/strategy.hpp"
 #include "strategy_common.hpp"
 
@@ -83,6 +84,10 @@ class FsdpStrategy final : public TrainingStrategy {
     prefetch_next(unit, pass);
     Unit& x = units_[unit];
     wait_gather(x);
+    if (bounded_prefetch() && m_.units[unit].kind == model::UnitKind::kLayer) {
+      window_start_ = metrics::tensor_bytes_current();
+      metrics::reset_tensor_window_peak();
+    }
     return x.c_full;
   }
 
@@ -104,6 +109,10 @@ class FsdpStrategy final : public TrainingStrategy {
 
   void release(int unit, model::Pass pass) override {
     Unit& x = units_[unit];
+    if (bounded_prefetch() && m_.units[unit].kind == model::UnitKind::kLayer && window_start_ >= 0) {
+      transient_ = std::max(transient_, metrics::tensor_bytes_window_peak() - window_start_);
+      window_start_ = -1;
+    }
     if (pass == model::Pass::kForward && !spec_.reshard_after_forward && m_.units[unit].kind == model::UnitKind::kLayer)
       return;
     wait_gather(x);  // a prefetched gather must land before its buffer is dropped
@@ -154,6 +163,7 @@ class FsdpStrategy final : public TrainingStrategy {
 
   void optimizer_step(const train::AdamWConfig& c, double lr) override {
     ++step_;
+    high_water_ = std::max(high_water_, metrics::tensor_bytes_peak());
     for (auto& x : units_) {
       if (!x.t_shard.defined()) continue;
       train::adamw_update(x.t_shard, x.g_shard, x.m, x.v, step_, lr, c, x.decay);
@@ -200,6 +210,8 @@ class FsdpStrategy final : public TrainingStrategy {
     }
     discard_grads();
   }
+
+  int64_t prefetched_layers() const override { return prefetched_; }
 
   MemoryPrediction predict_memory() const override {
     const int64_t pc = m_.compute_params(), pt = m_.trainable_params();
@@ -328,12 +340,29 @@ class FsdpStrategy final : public TrainingStrategy {
     }
   }
 
+  bool bounded_prefetch() const {
+    return spec_.prefetch && spec_.prefetch_within_peak && metrics::memory_counter_installed();
+  }
+
   // Starts gathering the decoder layer that will be needed next (forward: the following layer;
-  // backward: the preceding one).
+  // backward: the preceding one). With prefetch_within_peak, only when the rank's tensor memory, plus the
+  // gathered buffers, plus the largest rise of tensor memory seen within a layer's computation, stays
+  // within the highest step peak so far: activations are largest at the end of the forward and the start
+  // of the backward, where a second gathered layer would otherwise set the step's peak. Those layers are
+  // gathered on demand instead (their gather is exposed communication).
   void prefetch_next(int unit, model::Pass pass) {
     if (!spec_.prefetch || m_.units[unit].kind != model::UnitKind::kLayer) return;
     const int next = pass == model::Pass::kForward ? unit + 1 : unit - 1;
     if (next < 1 || next > static_cast<int>(m_.shape.layers)) return;
+    const Unit& y = units_[next];
+    if (bounded_prefetch() && !y.c_full.defined()) {
+      // high_water_ is 0 in the first step: nothing is prefetched there, so its peak is the step's
+      // footprint without prefetching, the bound of every later step.
+      int64_t need = y.c_padded * static_cast<int64_t>(at::elementSize(dtype_));
+      if (!m_.full_finetune && y.t_shard.defined() && !y.t_full.defined()) need += y.t_padded * 4;
+      if (metrics::tensor_bytes_current() + need + transient_ > high_water_) return;
+    }
+    if (!units_[next].c_full.defined()) ++prefetched_;
     issue_gather(next);
   }
 
@@ -363,6 +392,10 @@ class FsdpStrategy final : public TrainingStrategy {
   std::vector<Unit> units_;
   bool sync_now_ = true;
   int64_t step_ = 0;
+  int64_t high_water_ = 0;       // the highest per-step tensor-memory peak of the steps so far
+  int64_t transient_ = 0;        // the largest rise of tensor memory within one layer's computation
+  int64_t window_start_ = -1;    // tensor memory when the current layer's computation started
+  int64_t prefetched_ = 0;
 };
 
 }  // namespace

@@ -119,6 +119,7 @@ Setup make_setup(const TrainEnv& env) {
   s.spec.grad_accum = c.train.grad_accum;
   s.spec.reshard_after_forward = c.parallel.reshard_after_forward;
   s.spec.prefetch = c.parallel.prefetch;
+  s.spec.prefetch_within_peak = c.parallel.prefetch_within_peak;
   // auto: DDP and ZeRO-1 communicate on the last micro-step only (local accumulation); ZeRO-2 and FSDP
   // reduce every micro-step, which is what lets them drop full-size gradients between micro-steps.
   const std::string& gs = c.parallel.grad_sync;
@@ -351,6 +352,7 @@ class Trainer {
     double dmin = allreduce_min(env_.world, double(d)), dmax = allreduce_max(env_.world, double(d));
     replicas_equal_ = replicas_equal_ && dmin == dmax;
     if (trial == c_.run.repeat - 1) save_outputs(*strat, st);
+    prefetched_layers_ = strat->prefetched_layers();
     return 0;
   }
 
@@ -429,6 +431,7 @@ class Trainer {
   std::unique_ptr<metrics::PhaseCounters> counters_;
   metrics::TraceRecorder trace_;
   strategy::MemoryPrediction prediction_;
+  int64_t prefetched_layers_ = 0;
   int64_t clipped_steps_ = 0, skipped_steps_ = 0;
   bool losses_finite_ = true, replicas_equal_ = true;
   double phase_t0_[metrics::kPhaseCount] = {};
@@ -523,6 +526,7 @@ void Trainer::finish() {
   run.write_summary("predicted_optimizer_bytes", double(prediction_.optimizer));
   run.write_summary("predicted_model_state_bytes", double(prediction_.total()));
   run.write_summary("predicted_formula", prediction_.formula);
+  run.write_summary("prefetched_layers", double(prefetched_layers_));
   run.write_summary("papi_status", counters_->status());
 
   // Across ranks: each rank's mean over measured steps, then min / median / max and the straggler.

@@ -74,6 +74,7 @@ struct ParallelSection {
   std::string grad_sync;        // auto | every | last (gradient accumulation)
   bool reshard_after_forward = true;  // FSDP: free gathered weights after each layer's forward
   bool prefetch = true;         // FSDP: gather the next layer while computing this one
+  bool prefetch_within_peak = true;  // FSDP: only prefetches that keep tensor memory within the peak so far
   int emulate_nodes = 0;        // split one host's ranks into this many emulated nodes (0/1 = off)
 };
 

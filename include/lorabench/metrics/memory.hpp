@@ -16,5 +16,9 @@ int64_t tensor_bytes_current();
 int64_t tensor_bytes_peak();
 // Sets the peak to the current value (start of a step).
 void reset_tensor_peak();
+// A second peak with its own reset, for measuring within a step (FSDP's prefetch bound) without
+// disturbing the step's peak.
+int64_t tensor_bytes_window_peak();
+void reset_tensor_window_peak();
 
 }  // namespace lorabench::metrics

@@ -35,6 +35,7 @@ struct StrategySpec {
   bool sync_every_micro = false;   // reduce gradients after every micro-step, not only the last
   bool reshard_after_forward = true;  // fsdp
   bool prefetch = true;               // fsdp
+  bool prefetch_within_peak = true;   // fsdp: a prefetch may not raise the tensor-memory high-water mark
   int grad_accum = 1;
 };
 
@@ -96,6 +97,8 @@ class TrainingStrategy : public model::UnitProvider {
   virtual void load_state(const FullState& s) = 0;
 
   virtual MemoryPrediction predict_memory() const = 0;
+  // FSDP: decoder-layer gathers issued ahead of their use so far (prefetches), on this rank.
+  virtual int64_t prefetched_layers() const { return 0; }
 
   double comm_wait_s() const override { return comm_ ? comm_->stats().wait_s : 0.0; }
   comm::Communicator* communicator() const { return comm_; }
