@@ -128,6 +128,14 @@ NodeName=$NODE NodeAddr=127.0.0.1 $LAYOUT RealMemory=$MEM_MB $GRES_NODE State=UN
 PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
 
+# Slurm 22.05's slurmd loads a cgroup plugin even with proctrack/linuxproc and task/none, and its
+# autodetection fails where /sys/fs/cgroup is no cgroup mount (containers, chroots). None of the plugins
+# configured above uses cgroups, so there the v1 plugin is named explicitly: it loads without a hierarchy.
+case "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null || true)" in
+  cgroup2fs | tmpfs) rm -f "$BASE/cgroup.conf" ;;
+  *) printf 'CgroupPlugin=cgroup/v1\nIgnoreSystemd=yes\n' >"$BASE/cgroup.conf" ;;
+esac
+
 # munge: a private key and socket, so the system's munged (if any) is neither needed nor disturbed.
 # munged insists that everyone may search every directory above its socket. A BASE under a private home
 # (/root is 0700 on a fresh Debian) is not, so the socket then lives in its own directory under /tmp.
