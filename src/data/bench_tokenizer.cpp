@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "lorabench/config/options.hpp"
+#include "lorabench/core/hash.hpp"
 #include "lorabench/core/strings.hpp"
 #include "lorabench/data/sft_source.hpp"
 #include "lorabench/data/tokenizer.hpp"
@@ -23,12 +24,7 @@ namespace {
 
 struct Rng {
   uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return lorabench::splitmix64_next(s); }
   size_t below(size_t n) { return size_t(next() % n); }
 };
 

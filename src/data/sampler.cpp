@@ -3,27 +3,21 @@
 #include <numeric>
 
 #include "lorabench/core/error.hpp"
+#include "lorabench/core/hash.hpp"
 #include "lorabench/data/batch.hpp"
 
 namespace lorabench::data {
 
 namespace {
 
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // Uniform in [0, bound) without modulo bias (Lemire's multiply-and-reject).
 uint64_t bounded(uint64_t& state, uint64_t bound) {
-  unsigned __int128 m = static_cast<unsigned __int128>(splitmix64(state)) * bound;
+  unsigned __int128 m = static_cast<unsigned __int128>(splitmix64_next(state)) * bound;
   uint64_t low = static_cast<uint64_t>(m);
   if (low < bound) {
     const uint64_t threshold = (0 - bound) % bound;
     while (low < threshold) {
-      m = static_cast<unsigned __int128>(splitmix64(state)) * bound;
+      m = static_cast<unsigned __int128>(splitmix64_next(state)) * bound;
       low = static_cast<uint64_t>(m);
     }
   }
@@ -52,9 +46,9 @@ std::vector<int64_t> EpochSampler::order(int64_t epoch) const {
   if (!shuffle_) return v;
   // The stream of epoch e: seeded from (seed, e) only, with a tag so it differs from other seed uses.
   uint64_t state = seed_ ^ 0x6C6F726162656E63ull;  // "lorabenc"
-  uint64_t key = splitmix64(state);
+  uint64_t key = splitmix64_next(state);
   state = key ^ (static_cast<uint64_t>(epoch) * 0xD1B54A32D192ED03ull);
-  splitmix64(state);
+  splitmix64_next(state);
   for (int64_t i = n_ - 1; i > 0; --i) {
     int64_t j = static_cast<int64_t>(bounded(state, static_cast<uint64_t>(i) + 1));
     std::swap(v[size_t(i)], v[size_t(j)]);

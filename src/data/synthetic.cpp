@@ -1,18 +1,11 @@
 #include "lorabench/core/error.hpp"
+#include "lorabench/core/hash.hpp"
 #include "lorabench/core/strings.hpp"
 #include "lorabench/data/batch.hpp"
 
 namespace lorabench::data {
 
 namespace {
-
-// SplitMix64: a counter-based generator; good enough for token ids and trivially seekable.
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 class SyntheticSource final : public BatchSource {
  public:

@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "lorabench/core/error.hpp"
+#include "lorabench/core/hash.hpp"
 #include "lorabench/core/strings.hpp"
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/io/h5.hpp"
@@ -21,13 +22,6 @@ namespace fs = std::filesystem;
 namespace lorabench::io {
 
 namespace {
-
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // The innermost message of HDF5's error stack ("truncated file: eof = ...") for IoError texts.
 herr_t error_walk(unsigned n, const H5E_error2_t* e, void* out) {
@@ -211,13 +205,13 @@ uint64_t digest_partial(const float* data, int64_t n, int64_t first_index) {
   for (int64_t i = 0; i < n; ++i) {
     uint32_t bits;
     std::memcpy(&bits, data + i, 4);
-    sum += mix64(mix64(uint64_t(first_index + i)) ^ bits);
+    sum += splitmix64(splitmix64(uint64_t(first_index + i)) ^ bits);
   }
   return sum;
 }
 
 std::string digest_finish(uint64_t partial_sum, int64_t numel) {
-  return strformat("%016llx", static_cast<unsigned long long>(mix64(partial_sum ^ mix64(~uint64_t(numel)))));
+  return strformat("%016llx", static_cast<unsigned long long>(splitmix64(partial_sum ^ splitmix64(~uint64_t(numel)))));
 }
 
 std::string tensor_digest(const float* data, int64_t n) { return digest_finish(digest_partial(data, n, 0), n); }

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "lorabench/core/error.hpp"
+#include "lorabench/core/hash.hpp"
 #include "lorabench/model/gemm.hpp"
 #include "kernels.hpp"
 #include "profile_scope.hpp"
@@ -22,17 +23,10 @@ at::Tensor packed_view(const at::Tensor& flat, const Slot& first, int64_t rows, 
   return flat.narrow(0, first.offset, rows * cols).view({rows, cols});
 }
 
-uint64_t mix(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 // Inverted-dropout multiplier (0 or 1/(1-p)) of the adapter input, regenerated from its key.
 at::Tensor dropout_multiplier(const LayerContext& ctx, Proj p, int64_t rows, int64_t cols) {
   const double prob = ctx.model->lora.dropout;
-  uint64_t seed = mix(ctx.dropout.seed ^ mix(uint64_t(ctx.layer) * 131 + uint64_t(p) + 1));
+  uint64_t seed = splitmix64(ctx.dropout.seed ^ splitmix64(uint64_t(ctx.layer) * 131 + uint64_t(p) + 1));
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
   at::Tensor keep = at::empty({rows, cols}, at::kFloat).bernoulli_(1.0 - prob, gen);
   return keep.mul_(1.0 / (1.0 - prob));

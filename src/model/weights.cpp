@@ -9,6 +9,7 @@
 #include <set>
 
 #include "lorabench/core/error.hpp"
+#include "lorabench/core/hash.hpp"
 #include "lorabench/core/strings.hpp"
 
 namespace fs = std::filesystem;
@@ -18,12 +19,9 @@ namespace lorabench::model {
 namespace {
 
 uint64_t name_seed(uint64_t seed, const std::string& name) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a of the name, mixed with the seed
-  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
-  uint64_t x = h ^ (seed * 0x9E3779B97F4A7C15ull);
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
+  Fnv1a h;  // FNV-1a of the name, mixed with the seed
+  h.add(name);
+  return fmix64(h.h ^ (seed * kGoldenGamma));
 }
 
 at::Tensor view_of(const at::Tensor& flat, const Slot& s) { return flat.narrow(0, s.offset, s.numel).view(s.shape); }

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "lorabench/core/error.hpp"
+#include "lorabench/core/hash.hpp"
 #include "lorabench/core/log.hpp"
 #include "lorabench/core/mpi_session.hpp"
 #include "lorabench/core/strings.hpp"
@@ -31,15 +32,12 @@ namespace {
 // writes in docs/checkpoints.md ("Write path"): faster at every size measured here.
 constexpr io::CheckpointWriteMode kWriteMode = io::CheckpointWriteMode::kGathered;
 
-struct Fnv {
-  uint64_t h = 1469598103934665603ull;
-  void add(const void* p, size_t n) {
-    const auto* b = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
-  }
+// FNV-1a where each string ends with a NUL, so ("ab", "c") and ("a", "bc") differ.
+struct Fnv : Fnv1a {
+  void add(const void* p, size_t n) { Fnv1a::add(p, n); }
   void add(const std::string& s) {
-    add(s.data(), s.size());
-    add("\0", 1);
+    Fnv1a::add(s);
+    Fnv1a::add("\0", 1);
   }
   std::string hex() const { return strformat("%016llx", static_cast<unsigned long long>(h)); }
 };

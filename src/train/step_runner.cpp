@@ -7,18 +7,13 @@
 #include <vector>
 
 #include "lorabench/core/strings.hpp"
+#include "lorabench/core/hash.hpp"
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/train/control.hpp"
 
 namespace lorabench::train {
 
 namespace {
-uint64_t mix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 enum { kData = 0, kForward, kBackward, kComm, kOptimizer };
 }  // namespace
 
@@ -106,7 +101,7 @@ StepResult StepRunner::run(int64_t step) {
     mb.grad_scale = grad_scale;
     mb.dropout = c_.lora_dropout;
     const uint64_t first = b.sample_index.empty() ? 0 : uint64_t(b.sample_index[0]);
-    mb.dropout_seed = mix64(c_.seed ^ mix64(uint64_t(step) * 1000003ull + uint64_t(micro) * 7919ull + first));
+    mb.dropout_seed = splitmix64(c_.seed ^ splitmix64(uint64_t(step) * 1000003ull + uint64_t(micro) * 7919ull + first));
     s_.begin_micro(micro);
     model::MicroResult r = model::forward_backward(m_, s_, mb, opt);
     clock.switch_to(kComm);  // waiting for this micro-step's gradient reductions

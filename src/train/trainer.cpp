@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "lorabench/core/error.hpp"
+#include "lorabench/core/hash.hpp"
 #include "lorabench/core/log.hpp"
 #include "lorabench/core/mpi_session.hpp"
 #include "lorabench/core/strings.hpp"
@@ -148,15 +149,13 @@ Setup make_setup(const TrainEnv& env) {
 
 // FNV-1a over the bytes of every defined tensor: equal on two ranks iff the values are bitwise equal.
 int64_t state_digest(const std::vector<at::Tensor>& ts) {
-  uint64_t h = 1469598103934665603ull;
+  Fnv1a h;
   for (const auto& t : ts) {
     if (!t.defined()) continue;
     at::Tensor c = t.contiguous();
-    const auto* p = static_cast<const unsigned char*>(c.data_ptr());
-    const size_t n = static_cast<size_t>(c.numel()) * c.element_size();
-    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+    h.add(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size());
   }
-  return static_cast<int64_t>(h >> 1);
+  return static_cast<int64_t>(h.h >> 1);
 }
 
 // Where rows accumulate until the next flush; rank 0 writes them.
