@@ -11,17 +11,12 @@
 #include <map>
 #include <string>
 
+#include "checker.hpp"
 #include "lorabench/io/run_file.hpp"
 
 namespace {
 
-int failures = 0;
-void expect(bool ok, const std::string& what) {
-  if (!ok) {
-    std::fprintf(stderr, "FAIL: %s\n", what.c_str());
-    ++failures;
-  }
-}
+using lbcheck::expect;
 
 // step -> loss of rank 0's rows (the loss is global: every rank records the same value).
 std::map<long, double> losses(const std::string& path) {
@@ -36,7 +31,9 @@ std::map<long, double> losses(const std::string& path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  const char* usage = "lorabench_checkpoint_check run RUN.h5 ROWS STATUS [MESSAGE] | losses A B RTOL | "
+                      "provenance RUN.h5 KEY TEXT";
+  return lbcheck::checker_main(usage, [&] {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "run" && (argc == 5 || argc == 6)) {
       lorabench::io::RunFileReader r(argv[2]);
@@ -72,14 +69,8 @@ int main(int argc, char** argv) {
       expect(p[argv[3]].find(argv[4]) != std::string::npos,
              std::string("provenance ") + argv[3] + " = \"" + p[argv[3]] + "\" lacks \"" + argv[4] + "\"");
     } else {
-      std::fprintf(stderr, "usage: lorabench_checkpoint_check run RUN.h5 ROWS STATUS [MESSAGE] | losses A B RTOL | "
-                           "provenance RUN.h5 KEY TEXT\n");
-      return 2;
+      return false;
     }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "FAIL: %s\n", e.what());
-    return 1;
-  }
-  if (failures == 0) std::printf("ok\n");
-  return failures == 0 ? 0 : 1;
+    return true;
+  });
 }

@@ -5,26 +5,9 @@ set -euo pipefail
 case_name=$1 lorabench=$2 run_checker=$3 checker=$4 work=$5 src=$6
 shift 6
 mpiexec=("$@")
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+fresh_dir "$work"
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-run() {  # run EXPECTED_RC LOGFILE CMD...   (EXPECTED_RC "nonzero" accepts any failure)
-  local want=$1 log=$2
-  shift 2
-  set +e
-  "$@" >"$log" 2>&1
-  local rc=$?
-  set -e
-  if [[ $want == nonzero ]]; then
-    [[ $rc -ne 0 ]] || { cat "$log" >&2; fail "exit code 0, expected a failure: $*"; }
-  else
-    [[ $rc -eq $want ]] || { cat "$log" >&2; fail "exit code $rc, expected $want: $*"; }
-  fi
-}
-expect_in() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "\"$2\" not in $1"; }; }
-expect_not_in() { ! grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "\"$2\" in $1"; }; }
 ckpts() { (cd "$1" && ls) | tr '\n' ' '; }
 digest() { sha256sum "$1" | cut -d' ' -f1; }
 

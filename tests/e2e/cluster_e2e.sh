@@ -11,13 +11,9 @@ case_name=$1 lorabench=$2 work=$3
 shift 3
 mpiexec=("$@")
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+fresh_dir "$work"
 
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_in() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "\"$2\" not in $1"; }; }
-h5attr() { h5dump -a "$2" "$1" | sed -n 's/^ *(0): //p' | head -n 1 | tr -d '"'; }
 # ranks_column FILE NAME: one column of the /ranks table, comma-separated in row order.
 ranks_column() {
   h5dump -d /ranks "$1" | awk -v want="$2" '

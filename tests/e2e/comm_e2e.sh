@@ -5,25 +5,8 @@ set -euo pipefail
 case_name=$1 lorabench=$2 checker=$3 work=$4
 shift 4
 mpiexec=("$@")
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work"
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-# run EXPECTED_RC LOGFILE CMD...: runs CMD, keeps stdout+stderr in LOGFILE, checks the exit code.
-run() {
-  local want=$1 log=$2
-  shift 2
-  set +e
-  "$@" >"$log" 2>&1
-  local rc=$?
-  set -e
-  if [[ $rc -ne $want ]]; then
-    cat "$log" >&2
-    fail "exit code $rc, expected $want: $*"
-  fi
-}
-expect_in() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "\"$2\" not in $1"; }; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+fresh_dir "$work"
 
 tiny=(--min-bytes 64 --max-bytes 16K --factor 16 --warmup 1 --iters 3)
 case "$case_name" in

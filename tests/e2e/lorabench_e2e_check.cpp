@@ -13,19 +13,14 @@
 #include <string>
 #include <vector>
 
+#include "checker.hpp"
 #include "lorabench/io/run_file.hpp"
 #include "lorabench/io/safetensors.hpp"
 #include "lorabench/io/schema.hpp"
 
 namespace {
 
-int failures = 0;
-void expect(bool ok, const std::string& what) {
-  if (!ok) {
-    std::fprintf(stderr, "FAIL: %s\n", what.c_str());
-    ++failures;
-  }
-}
+using lbcheck::expect;
 
 void check_comm_run(const std::string& path, size_t rows, size_t ranks) {
   namespace s = lorabench::schema;
@@ -157,7 +152,9 @@ void check_forward(const std::string& got_path, const std::string& ref_path, dou
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
+  const char* usage = "lorabench_e2e_check comm-run RUN.h5 ROWS RANKS | train-run RUN.h5 RANKS STEPS | "
+                      "trace FILE NAMES... | forward OUT REF TOL | doctor-json FILE";
+  return lbcheck::checker_main(usage, [&] {
     std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "comm-run" && argc == 5) {
       check_comm_run(argv[2], std::stoul(argv[3]), std::stoul(argv[4]));
@@ -170,14 +167,8 @@ int main(int argc, char** argv) {
     } else if (mode == "doctor-json" && argc == 3) {
       check_doctor_json(argv[2]);
     } else {
-      std::fprintf(stderr, "usage: lorabench_e2e_check comm-run RUN.h5 ROWS RANKS | train-run RUN.h5 RANKS STEPS | "
-                           "trace FILE NAMES... | forward OUT REF TOL | doctor-json FILE\n");
-      return 2;
+      return false;
     }
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "FAIL: %s\n", e.what());
-    return 1;
-  }
-  if (failures == 0) std::printf("ok\n");
-  return failures == 0 ? 0 : 1;
+    return true;
+  });
 }

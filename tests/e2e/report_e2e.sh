@@ -6,32 +6,17 @@ set -euo pipefail
 lorabench=$1 report=$2 tiny=$3 work=$4
 shift 4
 mpiexec=("$@")
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work"
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-# run LOGFILE CMD...: runs CMD with its output in LOGFILE; fails (showing the log) on a non-zero exit.
-run() {
-  local log=$1
-  shift
-  local rc=0
-  "$@" >"$log" 2>&1 || rc=$?
-  if [[ $rc -ne 0 ]]; then
-    cat "$log" >&2
-    fail "exit code $rc: $*"
-  fi
-}
-expect_re() { grep -qE -- "$2" "$1" || { cat "$1" >&2; fail "no line matching /$2/ in $1"; }; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+fresh_dir "$work"
 
 out="$work/outputs"
-run single.log "$lorabench" "$tiny" --set run.output_dir="$out" --set run.name=single --set run.quiet=true
-run ddp.log "${mpiexec[@]}" -n 2 "$lorabench" "$tiny" --set run.output_dir="$out" --set run.name=ddp \
+run 0 single.log "$lorabench" "$tiny" --set run.output_dir="$out" --set run.name=single --set run.quiet=true
+run 0 ddp.log "${mpiexec[@]}" -n 2 "$lorabench" "$tiny" --set run.output_dir="$out" --set run.name=ddp \
   --set parallel.strategy=ddp --set run.quiet=true
-run comm.log "${mpiexec[@]}" -n 2 "$lorabench" comm --ops all_reduce --min-bytes 1K --max-bytes 1M --factor 32 \
+run 0 comm.log "${mpiexec[@]}" -n 2 "$lorabench" comm --ops all_reduce --min-bytes 1K --max-bytes 1M --factor 32 \
   --warmup 1 --iters 3 -o "$out/comm-2/run.h5"
 
-run report.log "$report" "$out" -o "$work/report.md"
+run 0 report.log "$report" "$out" -o "$work/report.md"
 md="$work/report.md"
 # Both runs in the per-run table, completed with a verdict, and the ddp row in the scaling table with a
 # speedup against the single run.
@@ -51,6 +36,6 @@ for c in loss tokens_per_s memory phases; do
   expect_re "$md" "\\(charts/$c\\.svg\\)"
 done
 # A comm run alone, and the same directory twice (duplicates dropped).
-run report2.log "$report" "$out/comm-2/run.h5" "$out" "$out/single/run.h5"
+run 0 report2.log "$report" "$out/comm-2/run.h5" "$out" "$out/single/run.h5"
 grep -c '^| single | C1 |' report2.log | grep -qx 1 || fail "single listed more than once"
 echo "ok"

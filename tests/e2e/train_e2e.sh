@@ -5,22 +5,8 @@ set -euo pipefail
 case_name=$1 lorabench=$2 checker=$3 work=$4 src=$5
 shift 5
 mpiexec=("$@")
-rm -rf "$work"
-mkdir -p "$work"
-cd "$work"
-
-fail() { echo "FAIL: $*" >&2; exit 1; }
-run() {  # run EXPECTED_RC LOGFILE CMD...
-  local want=$1 log=$2
-  shift 2
-  set +e
-  "$@" >"$log" 2>&1
-  local rc=$?
-  set -e
-  [[ $rc -eq $want ]] || { cat "$log" >&2; fail "exit code $rc, expected $want: $*"; }
-}
-expect_in() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "\"$2\" not in $1"; }; }
-count_in() { grep -cF -- "$2" "$1" || true; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+fresh_dir "$work"
 
 tiny=("$src/inputs/tiny.ini" --set run.output_dir="$work/out" --set run.quiet=true)
 case "$case_name" in

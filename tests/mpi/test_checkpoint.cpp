@@ -28,24 +28,20 @@
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/train/checkpoint.hpp"
 #include "lorabench/train/step_runner.hpp"
+#include "mpi_test_util.hpp"
+#include "state_compare.hpp"
 
 using namespace lorabench;
 namespace fs = std::filesystem;
+using lbtest::norm_rel;
+using lbtest::rel;
+using lbtest::world_rank;
+using lbtest::world_size;
 
 namespace {
 
 constexpr int kSteps = 6;
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 
 // Where the tests write: one directory per job (rank 0's pid), removed at the end.
 fs::path base_dir() {
@@ -183,16 +179,6 @@ bool bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tenso
     if (a[i].defined() && !at::equal(a[i], b[i])) return false;
   }
   return true;
-}
-
-double norm_rel(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
-  double diff = 0, ref = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!a[i].defined()) continue;
-    diff += (a[i] - b[i]).pow(2).sum().item<double>();
-    ref += b[i].pow(2).sum().item<double>();
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(ref), 1e-30);
 }
 
 std::string ckpt_path(const std::string& run_dir, int64_t step) {
@@ -443,8 +429,6 @@ INSTANTIATE_TEST_SUITE_P(Strategies, ExactResume,
                          });
 
 // ---- resharding -------------------------------------------------------------------------------------
-
-double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-12); }
 
 void expect_close_continuation(const Trajectory& got, const Trajectory& ref, const std::string& what) {
   ASSERT_EQ(got.loss.size(), 3u) << what;

@@ -9,22 +9,15 @@
 #include "lorabench/comm/checked_communicator.hpp"
 #include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/core/error.hpp"
+#include "mpi_test_util.hpp"
 
 using namespace lorabench::comm;
+using lbtest::world_rank;
+using lbtest::world_size;
 using lorabench::CommError;
 
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 std::string others() { return world_size() == 2 ? "rank 1" : "ranks 1-" + std::to_string(world_size() - 1); }
 
 std::unique_ptr<Communicator> checked(double timeout_s = 60) {

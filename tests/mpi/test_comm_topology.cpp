@@ -5,21 +5,14 @@
 
 #include "lorabench/comm/topology.hpp"
 #include "lorabench/core/error.hpp"
+#include "mpi_test_util.hpp"
 
 using namespace lorabench::comm;
+using lbtest::world_rank;
+using lbtest::world_size;
 
 namespace {
 
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 
 TEST(Topology, OneHostWithoutEmulation) {
   Topology t = discover_topology(MPI_COMM_WORLD, 0, 0);

@@ -12,8 +12,12 @@
 #include "lorabench/data/batch.hpp"
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/train/step_runner.hpp"
+#include "mpi_test_util.hpp"
+#include "state_compare.hpp"
 
 using namespace lorabench;
+using lbtest::norm_rel;
+using lbtest::rel;
 
 namespace {
 
@@ -87,21 +91,6 @@ Trajectory train(const Case& c, int world, int micro_batch, int accum, MPI_Comm 
   }
   t.state = s->gather_state();
   return t;
-}
-
-double rel(double a, double b) { return std::abs(a - b) / std::max(std::abs(b), 1e-12); }
-
-// Relative difference of two parameter sets as vectors: ||a - b|| / ||b|| over every tensor. (Element-wise
-// maxima are dominated by AdamW on near-zero gradients, where g / (sqrt(v) + eps) turns rounding-level
-// differences of the gradient into visible differences of a single update.)
-double norm_rel(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
-  double diff = 0, ref = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!a[i].defined()) continue;
-    diff += (a[i] - b[i]).pow(2).sum().item<double>();
-    ref += b[i].pow(2).sum().item<double>();
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(ref), 1e-30);
 }
 
 // The largest element difference relative to its tensor's largest magnitude: a coarse check that no

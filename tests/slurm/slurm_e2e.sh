@@ -16,10 +16,9 @@ export PATH=$PATH:/usr/sbin
 cluster="$work/cluster"
 # A cluster that an earlier, killed run of this test left behind: stop it before its pid files go.
 [ -d "$cluster/run" ] && "$src/scripts/slurm/slurm_down.sh" "$cluster" >/dev/null 2>&1
+source "$src/tests/e2e/lib.sh"
 rm -rf "$work"
 mkdir -p "$work"
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect_in() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "\"$2\" not in $1"; }; }
 
 # The cluster goes down whatever happens below (exit, failed check, SIGTERM/SIGINT). Every job has a
 # Slurm time limit and every wait a timeout, all well inside the ctest TIMEOUT, so a hung job ends here
@@ -45,8 +44,6 @@ node_cpus=$(sinfo -h -N -o %c | head -n 1)
 export LORABENCH_BIN=$lorabench OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 cd "$src"   # the scripts resolve inputs/ and slurm/ from $SLURM_SUBMIT_DIR, the directory sbatch ran in
 
-# h5attr FILE OBJECT/NAME: an attribute's value as h5dump prints it, without quotes.
-h5attr() { h5dump -a "$2" "$1" | sed -n 's/^ *(0): //p' | head -n 1 | tr -d '"'; }
 
 # check_run RUN.h5 JOBID NTASKS: a completed run whose provenance names this Slurm job.
 check_run() {

@@ -1,0 +1,31 @@
+# Helpers shared by the end-to-end and Slurm test scripts (sourced, not run).
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# fresh_dir DIR: DIR emptied (or made) and made the current directory.
+fresh_dir() {
+  rm -rf "$1"
+  mkdir -p "$1"
+  cd "$1"
+}
+
+# run EXPECTED_RC LOGFILE CMD...: runs CMD with stdout and stderr in LOGFILE and checks its exit code
+# (EXPECTED_RC "nonzero" accepts any failure); on a mismatch prints the log and fails.
+run() {
+  local want=$1 log=$2
+  shift 2
+  local rc=0
+  "$@" >"$log" 2>&1 || rc=$?
+  if [[ $want == nonzero ]]; then
+    [[ $rc -ne 0 ]] || { cat "$log" >&2; fail "exit code 0, expected a failure: $*"; }
+  else
+    [[ $rc -eq $want ]] || { cat "$log" >&2; fail "exit code $rc, expected $want: $*"; }
+  fi
+}
+
+expect_in() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "\"$2\" not in $1"; }; }
+expect_not_in() { ! grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "\"$2\" in $1"; }; }
+expect_re() { grep -qE -- "$2" "$1" || { cat "$1" >&2; fail "no line matching /$2/ in $1"; }; }
+count_in() { grep -cF -- "$2" "$1" || true; }
+# h5attr FILE OBJECT/NAME: an attribute's value as h5dump prints it, without quotes.
+h5attr() { h5dump -a "$2" "$1" | sed -n 's/^ *(0): //p' | head -n 1 | tr -d '"'; }
