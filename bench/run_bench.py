@@ -16,6 +16,8 @@ import sys
 import tempfile
 import time
 
+from benchlib import mpirun, summary
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -27,13 +29,6 @@ WORKLOADS = [
     ("0.5b-bf16-ddp2", "qwen2.5-0.5b", "bf16", 2, "ddp"),
     ("0.5b-bf16-fsdp2", "qwen2.5-0.5b", "bf16", 2, "fsdp"),
 ]
-
-
-def mpirun(n):
-    cmd = ["mpirun", "--oversubscribe", "-n", str(n)]
-    if os.geteuid() == 0:
-        cmd.insert(1, "--allow-run-as-root")
-    return cmd
 
 
 def measure_isolated(cmd, env):
@@ -56,15 +51,6 @@ def measure_isolated(cmd, env):
     return r["out"], r["err"], r["rss"]
 
 
-def h5attr(path, name):
-    out = subprocess.run(["h5dump", "-a", name, path], stdout=subprocess.PIPE, text=True).stdout
-    for line in out.splitlines():
-        line = line.strip()
-        if line.startswith("(0):"):
-            return line[4:].strip().strip('"')
-    raise SystemExit(f"bench: {path} has no attribute {name}")
-
-
 def run_lorabench(args, w, out_dir, tag, env):
     name, preset, precision, ranks, strategy = w
     run = f"bench-{name}-{tag}"
@@ -75,16 +61,13 @@ def run_lorabench(args, w, out_dir, tag, env):
                            "--set", f"run.warmup_steps={args.warmup}", "--set", "run.quiet=true"]
     _, _, rss = measure_isolated(cmd, env)
     f = os.path.join(out_dir, run, "run.h5")
-    med = float(h5attr(f, "/metrics/summary/step_time_median_s"))
-    tokens = int(float(h5attr(f, "/metrics/summary/global_batch_size"))) * int(float(h5attr(f, "/metrics/summary/seq_len")))
-    return {"step_s": med, "tokens_per_s": tokens / med, "rss_mib": rss,
-            "mfu": float(h5attr(f, "/metrics/summary/mfu_mean")),
-            "flops_per_step": float(h5attr(f, "/metrics/summary/flops_per_step")),
-            "peak": float(h5attr(f, "/metrics/summary/peak_flops_per_rank")),
-            "peak_detail": h5attr(f, "/metrics/summary/peak_flops_detail"),
-            "tensor_peak_mib": float(h5attr(f, "/metrics/summary/mem_peak_bytes_max")) / 2**20,
-            "loss_last": float(h5attr(f, "/metrics/summary/loss_last")),
-            "file": f}
+    s = summary(f)
+    med = s["step_time_median_s"]
+    tokens = int(s["global_batch_size"]) * int(s["seq_len"])
+    return {"step_s": med, "tokens_per_s": tokens / med, "rss_mib": rss, "mfu": s["mfu_mean"],
+            "flops_per_step": s["flops_per_step"], "peak": s["peak_flops_per_rank"],
+            "peak_detail": str(s["peak_flops_detail"]), "tensor_peak_mib": s["mem_peak_bytes_max"] / 2**20,
+            "loss_last": s["loss_last"], "file": f}
 
 
 def run_peer(args, w, env):

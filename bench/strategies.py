@@ -11,45 +11,15 @@ B. Full fine-tuning of the `small` preset (fp32) with every strategy on 2 ranks:
 """
 import argparse
 import os
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
 
+from benchlib import mpirun, summary
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-
-
-def mpirun(n):
-    cmd = ["mpirun", "--oversubscribe", "--bind-to", "core", "-n", str(n)]
-    if os.geteuid() == 0:
-        cmd.insert(1, "--allow-run-as-root")
-    return cmd
-
-
-def h5dump_text(v):
-    """h5dump prints each non-ASCII byte as a sign-extended octal escape (\\37777777716 for 0xCE)."""
-    raw = re.sub(r"\\(3777777\d{4}|[0-7]{3})", lambda m: chr(int(m.group(1), 8) & 0xFF), v)
-    return raw.encode("latin-1", "replace").decode("utf-8", "replace")
-
-
-def summary(path):
-    out = subprocess.run(["h5dump", "-A", "-g", "/metrics/summary", path], stdout=subprocess.PIPE,
-                         text=True).stdout
-    vals, name = {}, None
-    for line in out.splitlines():
-        line = line.strip()
-        if line.startswith('ATTRIBUTE "'):
-            name = line.split('"')[1]
-        elif line.startswith("(0):") and name:
-            v = h5dump_text(line[4:].strip().strip('"'))
-            try:
-                vals[name] = float(v)
-            except ValueError:
-                vals[name] = v
-            name = None
-    return vals
 
 
 def run(args, name, ranks, sets, env):
