@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Where the peer's training step goes: bench/peer_torch.py's model and step (PyTorch eager, PEFT-style
 LoRA, AdamW) under torch.profiler, grouped like lorabench-profile-ops' groups, so the two breakdowns sit
 side by side in docs/results.md.

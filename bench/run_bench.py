@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """lorabench against the PyTorch-eager peer (bench/peer_torch.py), same workloads, same machine, same
 thread count, run back to back and alternating. Prints a Markdown table of median step time, tokens/s,
 their ratio, LoRA-MFU and peak RSS, and the machine's facts (CPU, ISA, libtorch kernels, BLAS).

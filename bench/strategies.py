@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The strategies against each other on one machine (docs/performance.md, "Strategies"):
 
 A. qwen2.5-0.5b shape, bf16, seq 256, micro-batch 1, LoRA r16 on all seven projections, one thread per rank:

@@ -17,9 +17,9 @@ add_library(lorabench_utf8proc INTERFACE)
 target_include_directories(lorabench_utf8proc INTERFACE ${UTF8PROC_INCLUDE_DIR})
 target_link_libraries(lorabench_utf8proc INTERFACE ${UTF8PROC_LIBRARY})
 
-# libtorch: Debian's libtorch-dev, or any libtorch (a CUDA build) through CMAKE_PREFIX_PATH.
-find_package(Torch REQUIRED)
-set(LORABENCH_TORCH_VERSION "${Torch_VERSION}")
+# libtorch: the official one (the venv of scripts/install-deps.sh by default; LORABENCH_TORCH points
+# elsewhere). Also decides whether this is a CUDA build (cmake/LorabenchTorch.cmake).
+include(LorabenchTorch)
 
 function(lorabench_resolve_feature name found)
   set(mode "${LORABENCH_WITH_${name}}")
@@ -44,17 +44,28 @@ if(NOT LORABENCH_WITH_PAPI STREQUAL "OFF")
 endif()
 lorabench_resolve_feature(PAPI ${_papi_found})
 
-# NCCL (+ CUDA runtime). The communicator backend is torch-free, so it builds wherever the CUDA
-# toolkit and nccl.h exist, GPU or not.
+# NCCL (+ CUDA runtime). The communicator backend is torch-free, but it must use the NCCL libtorch loads:
+# one libnccl.so.2 in the process. With a wheel's libtorch that is the nvidia-nccl wheel beside it (found
+# first); with an archive or a cluster's torch, NCCL_HOME or the toolkit's. The CUDA runtime is the toolkit's
+# CUDA::cudart, the one libtorch's CMake files link too (same soname as the wheel's: loaded once). Needs a
+# CUDA build.
 set(_nccl_found OFF)
-if(NOT LORABENCH_WITH_NCCL STREQUAL "OFF")
-  find_package(CUDAToolkit QUIET)
-  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} ENV NCCL_HOME PATH_SUFFIXES include)
-  find_library(NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} ENV NCCL_HOME PATH_SUFFIXES lib lib64)
-  if(CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+if(LORABENCH_TORCH_CUDA AND NOT LORABENCH_WITH_NCCL STREQUAL "OFF")
+  set(_nccl_hints "")
+  if(LORABENCH_TORCH_SITE)
+    set(_nccl_hints "${LORABENCH_TORCH_SITE}/nvidia/nccl")
+  endif()
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_nccl_hints} ENV NCCL_HOME ${CUDAToolkit_INCLUDE_DIRS}
+            PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${_nccl_hints} ENV NCCL_HOME ${CUDAToolkit_LIBRARY_DIR}
+               PATH_SUFFIXES lib lib64)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
     set(_nccl_found ON)
+    file(STRINGS "${NCCL_INCLUDE_DIR}/nccl.h" _nccl_ver REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
+    string(REGEX REPLACE "[^0-9;]|#define NCCL_[A-Z]+ " "" _nccl_ver "${_nccl_ver}")
+    string(REPLACE ";" "." LORABENCH_NCCL_VERSION "${_nccl_ver}")
     add_library(lorabench_nccl INTERFACE)
-    target_include_directories(lorabench_nccl INTERFACE ${NCCL_INCLUDE_DIR})
+    target_include_directories(lorabench_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
     target_link_libraries(lorabench_nccl INTERFACE ${NCCL_LIBRARY} CUDA::cudart)
   endif()
 endif()

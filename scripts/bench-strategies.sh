@@ -7,5 +7,5 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export LORABENCH_BUILD_DIR="${LORABENCH_BUILD_DIR:-$here/build}"
 "$here/scripts/install-deps.sh"
 "$here/scripts/build.sh" >/dev/null
-exec /usr/bin/python3 "$here/bench/strategies.py" --lorabench "$LORABENCH_BUILD_DIR/src/app/lorabench" \
+exec "$("$here/scripts/torch-venv.sh")/bin/python" "$here/bench/strategies.py" --lorabench "$LORABENCH_BUILD_DIR/src/app/lorabench" \
   --report "$LORABENCH_BUILD_DIR/postprocess/lorabench-report" "$@"

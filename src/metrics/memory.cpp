@@ -62,7 +62,7 @@ class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
 
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) override {
     c10::DataPtr inner = base_->allocate(n);
     void* ptr = inner.get();
     if (ptr == nullptr) return inner;
@@ -73,6 +73,16 @@ class CountingAllocator final : public c10::Allocator {
   }
 
   c10::DeleterFnPtr raw_deleter() const override { return &CountingAllocator::free_counted; }
+
+  // Host memory: a plain copy (what the wrapped CPU allocator does too).
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+  // The DataPtrs handed out carry the pointer as context and our own deleter: simple by construction.
+  bool is_simple_data_ptr(const c10::DataPtr& data_ptr) const override {
+    return data_ptr.get() == data_ptr.get_context();
+  }
 
   static void free_counted(void* ptr) {
     g_current.fetch_sub(sizes().take(ptr));

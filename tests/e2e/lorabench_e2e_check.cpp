@@ -69,8 +69,20 @@ void check_doctor_json(const std::string& path) {
   }
   for (const char* n : {"mpi", "rendezvous", "ranks", "output_dir", "hdf5", "papi", "cuda", "libtorch", "blas"})
     expect(names.count(n) == 1, std::string("check ") + n);
-  for (const auto& c : j.at("checks"))
+  for (const auto& c : j.at("checks")) {
     if (c.at("name") == "hdf5") expect(c.at("status") == "ok", "hdf5 collective test passed");
+    // An identified, optimised BLAS behind libtorch's fp32 GEMM (MKL inside the official libtorch).
+    if (c.at("name") == "blas") expect(c.at("status") == "ok", "blas: " + c.value("message", std::string()));
+    if (c.at("name") == "cuda") {
+      // One NCCL in the process, and where the communicator is built, the very file CMake linked it to.
+      auto libs = c.at("details").at("nccl_libraries").get<std::vector<std::string>>();
+      expect(libs.size() <= 1, std::to_string(libs.size()) + " NCCL libraries loaded");
+      const std::string want = LORABENCH_EXPECT_NCCL;
+      if (!want.empty())
+        expect(libs.size() == 1 && libs[0] == want, "NCCL loaded from " + (libs.empty() ? "nowhere" : libs[0]) +
+                                                        ", built against " + want);
+    }
+  }
 }
 
 // A completed training run file: every documented attribute, dataset, column and summary attribute,

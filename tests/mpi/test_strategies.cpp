@@ -123,7 +123,12 @@ void check_case(const Case& c) {
   }
   EXPECT_LE(norm_rel(got.state.params, ref.state.params), 1e-5) << c.name() << ": final weights";
   EXPECT_LE(max_rel(got.state.params, ref.state.params), 1e-3) << c.name() << ": final weights, element-wise";
-  EXPECT_LE(norm_rel(got.state.exp_avg, ref.state.exp_avg), 1e-5) << c.name() << ": AdamW m";
+  // AdamW's m is a decayed sum of the last steps' gradients, whose rounding differs between the sharded
+  // and the unsharded head (other chunking, a cross-rank log-sum-exp, dh = U/se - E[target] cancelling):
+  // measured with libtorch 2.14 on the fsdp cases, 1e-6..1.1e-5 relative from run order alone (changing
+  // only the head's chunk size moves it within that band); the weights, losses and gradient norms
+  // above stay within 1e-5. A real defect (a missing micro-batch, a wrong scale) is >= 1e-2.
+  EXPECT_LE(norm_rel(got.state.exp_avg, ref.state.exp_avg), 2e-5) << c.name() << ": AdamW m";
   EXPECT_EQ(got.state.step, kSteps);
   // Replicated strategies: every rank holds bitwise the same weights.
   double local = 0;

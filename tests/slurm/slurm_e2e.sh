@@ -88,10 +88,25 @@ case "$case_name" in
     v=$(h5attr "$work/outputs/fsdp_srun/run.h5" /metrics/summary/strategy); [ "$v" = fsdp ] || fail "strategy \"$v\""
     ;;
   memory)
-    # tiny fits in the address-space limit below (VmPeak ~1.2 GB here), qwen2.5-0.5b in fp32 does not
-    # (~3.2 GB): libtorch's allocation fails during init, the job fails, and the summary records it.
-    # Slurm propagates the submitting shell's limits to the job (PropagateResourceLimits=ALL).
-    limit_kb=${LORABENCH_TEST_AS_LIMIT_KB:-2500000}
+    # tiny fits in the address-space limit below, qwen2.5-0.5b in fp32 does not (its weights alone add
+    # ~2 GB): libtorch's allocation fails during init, the job fails, and the summary records it. Slurm
+    # propagates the submitting shell's limits to the job (PropagateResourceLimits=ALL). The limit is the
+    # tiny run's own VmPeak + 1 GB, measured here: the mapped libraries alone differ by GBs between a
+    # CUDA build (libtorch_cuda, cuBLAS, cuDNN: tiny ~3.2 GB, 0.5b ~5.2 GB) and a CPU-only one.
+    tiny_peak_kb() {
+      "$lorabench" "$src/inputs/tiny.ini" --set run.steps=2 --set run.warmup_steps=1 --set parallel.strategy=single \
+        --set run.output_dir="$work/vmpeak" --set run.name=tiny >"$work/vmpeak.txt" 2>&1 &
+      local pid=$! peak=0 v
+      while kill -0 "$pid" 2>/dev/null; do
+        v=$(awk '/^VmPeak/ { print $2 }' "/proc/$pid/status" 2>/dev/null || true)
+        [ -n "$v" ] && [ "$v" -gt "$peak" ] && peak=$v
+        sleep 0.05
+      done
+      wait "$pid" || { cat "$work/vmpeak.txt" >&2; fail "the tiny run that sizes the limit failed"; }
+      echo "$peak"
+    }
+    limit_kb=${LORABENCH_TEST_AS_LIMIT_KB:-$(( $(tiny_peak_kb) + 1000000 ))}
+    echo "address-space limit: $limit_kb KB"
     out=$( (ulimit -v "$limit_kb"
             MATRIX_PRESETS="tiny qwen2.5-0.5b" MATRIX_STRATEGIES="ddp" MATRIX_STEPS=2 LORABENCH_OUTPUT_DIR="$work/outputs" \
             LORABENCH_INPUT=inputs/tiny.ini LORABENCH_SBATCH_ARGS="--cpus-per-task=1 --time=4" slurm/memory_matrix.sh cpu) )

@@ -38,4 +38,8 @@ struct BlasInfo {
 };
 BlasInfo blas_info();
 
+// The real paths of the shared objects loaded into this process whose file name starts with `prefix`
+// (e.g. "libnccl."), without duplicates: one entry means one copy of that library in the process.
+std::vector<std::string> loaded_objects(const std::string& prefix);
+
 }  // namespace lorabench::sys
