@@ -24,11 +24,12 @@ if [ "$(id -u)" -ne 0 ]; then
   SUDO="sudo"
 fi
 
-# libopenblas0-pthread is only "recommended" by libtorch, but without it fp32 GEMM falls back to the
-# reference BLAS (~30x slower). It is listed explicitly on purpose.
+# No BLAS package: the official libtorch carries MKL inside libtorch_cpu.so (docs/build.md). libdnnl-dev
+# is Debian's oneDNN for lorabench's own fp32 GEMMs (LORABENCH_WITH_DNNL; its value measured in
+# docs/results.md).
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
-  libopenblas0-pthread libdnnl-dev
+  libdnnl-dev
   python3 python3-venv
   libopenmpi-dev openmpi-bin
   libhdf5-openmpi-dev hdf5-tools
