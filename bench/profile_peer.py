@@ -3,7 +3,7 @@
 LoRA, AdamW) under torch.profiler, grouped like lorabench-profile-ops' groups, so the two breakdowns sit
 side by side in docs/results.md.
 
-    /usr/bin/python3 bench/profile_peer.py [--preset qwen2.5-0.5b] [--precision bf16] [--steps 2]
+    $(scripts/torch-venv.sh)/bin/python bench/profile_peer.py [--preset qwen2.5-0.5b] [--precision bf16] [--steps 2]
 """
 import argparse
 import os
