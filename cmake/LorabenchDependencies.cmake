@@ -62,7 +62,7 @@ if(LORABENCH_TORCH_CUDA AND NOT LORABENCH_WITH_NCCL STREQUAL "OFF")
   if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
     set(_nccl_found ON)
     file(STRINGS "${NCCL_INCLUDE_DIR}/nccl.h" _nccl_ver REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
-    string(REGEX REPLACE "[^0-9;]|#define NCCL_[A-Z]+ " "" _nccl_ver "${_nccl_ver}")
+    string(REGEX REPLACE "[^0-9;]" "" _nccl_ver "${_nccl_ver}")   # "2;30;7"
     string(REPLACE ";" "." LORABENCH_NCCL_VERSION "${_nccl_ver}")
     add_library(lorabench_nccl INTERFACE)
     target_include_directories(lorabench_nccl SYSTEM INTERFACE ${NCCL_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})

@@ -25,22 +25,17 @@
 file(STRINGS "${PROJECT_SOURCE_DIR}/scripts/torch-version.env" _tv REGEX "^LORABENCH_TORCH_VERSION=")
 string(REGEX REPLACE "^LORABENCH_TORCH_VERSION=" "" LORABENCH_TORCH_TESTED "${_tv}")
 
-if(DEFINED ENV{LORABENCH_VENV})
-  set(_torch_default "$ENV{LORABENCH_VENV}")
-elseif(DEFINED ENV{XDG_CACHE_HOME})
-  set(_torch_default "$ENV{XDG_CACHE_HOME}/lorabench/torch-${LORABENCH_TORCH_TESTED}")
-else()
-  set(_torch_default "$ENV{HOME}/.cache/lorabench/torch-${LORABENCH_TORCH_TESTED}")
-endif()
-if(NOT DEFINED LORABENCH_TORCH AND (DEFINED Torch_DIR OR CMAKE_PREFIX_PATH))
-  set(_torch_default "")   # the user's Torch_DIR / CMAKE_PREFIX_PATH decides
-endif()
+# The venv path comes from the script install-deps.sh uses, so the two never disagree.
+set(_torch_default "")
+if(NOT DEFINED LORABENCH_TORCH AND NOT DEFINED Torch_DIR AND NOT CMAKE_PREFIX_PATH)
+  execute_process(COMMAND "${PROJECT_SOURCE_DIR}/scripts/torch-venv.sh" OUTPUT_VARIABLE _torch_default
+                  OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
+endif()   # else the user's LORABENCH_TORCH / Torch_DIR / CMAKE_PREFIX_PATH decides
 set(LORABENCH_TORCH "${_torch_default}" CACHE PATH
     "libtorch to build against: a venv, a python with torch, a libtorch directory, or a TorchConfig.cmake directory")
 
 # Resolve LORABENCH_TORCH to the directory holding TorchConfig.cmake.
 set(_torch_cfg_dir "")
-set(LORABENCH_TORCH_SITE "")
 if(LORABENCH_TORCH)
   set(_py "")
   if(IS_DIRECTORY "${LORABENCH_TORCH}" AND EXISTS "${LORABENCH_TORCH}/bin/python")
@@ -58,7 +53,6 @@ if(LORABENCH_TORCH)
                           "(run scripts/install-deps.sh, or point LORABENCH_TORCH at a libtorch)")
     endif()
     set(_torch_cfg_dir "${_torch_pkg}/share/cmake/Torch")
-    get_filename_component(LORABENCH_TORCH_SITE "${_torch_pkg}" DIRECTORY)
   elseif(EXISTS "${LORABENCH_TORCH}/share/cmake/Torch/TorchConfig.cmake")
     set(_torch_cfg_dir "${LORABENCH_TORCH}/share/cmake/Torch")
   elseif(EXISTS "${LORABENCH_TORCH}/TorchConfig.cmake")
@@ -81,17 +75,19 @@ else()
   endif()
 endif()
 get_filename_component(LORABENCH_TORCH_PREFIX "${_torch_cfg_dir}/../../.." ABSOLUTE)
-if(NOT LORABENCH_TORCH_SITE AND EXISTS "${LORABENCH_TORCH_PREFIX}/../nvidia")
+# A wheel's torch/ sits in site-packages beside the nvidia/* wheels it loads.
+set(LORABENCH_TORCH_SITE "")
+if(EXISTS "${LORABENCH_TORCH_PREFIX}/../nvidia")
   get_filename_component(LORABENCH_TORCH_SITE "${LORABENCH_TORCH_PREFIX}/.." ABSOLUTE)
 endif()
 
 # Version: TorchConfigVersion.cmake sits beside TorchConfig.cmake.
-include("${_torch_cfg_dir}/TorchConfigVersion.cmake" OPTIONAL RESULT_VARIABLE _tcv)
+include("${_torch_cfg_dir}/TorchConfigVersion.cmake")
 set(LORABENCH_TORCH_VERSION "${PACKAGE_VERSION}")
 unset(PACKAGE_VERSION)
 if(LORABENCH_TORCH_VERSION VERSION_LESS 2.4)
-  message(FATAL_ERROR "libtorch ${LORABENCH_TORCH_VERSION} at ${LORABENCH_TORCH_PREFIX} is too old: lorabench needs "
-                      ">= 2.4 (scaled_dot_product_attention, c10::Allocator with copy_data); tested: ${LORABENCH_TORCH_TESTED}")
+  message(FATAL_ERROR "libtorch ${LORABENCH_TORCH_VERSION} at ${LORABENCH_TORCH_PREFIX} is too old: lorabench implements "
+                      "the c10::Allocator interface of 2.4+ (non-const allocate, copy_data); tested: ${LORABENCH_TORCH_TESTED}")
 endif()
 if(NOT LORABENCH_TORCH_VERSION VERSION_EQUAL LORABENCH_TORCH_TESTED)
   message(WARNING "libtorch ${LORABENCH_TORCH_VERSION} (tested: ${LORABENCH_TORCH_TESTED}); docs/build.md says what should work")
@@ -123,8 +119,12 @@ endif()
 # A CUDA libtorch's own CMake files need the CUDA toolkit (nvcc, headers). With one, take them as they are;
 # without one, import the CPU libraries directly: a CPU-only build of lorabench, never a failed configure.
 set(LORABENCH_TORCH_CUDA OFF)
-if(LORABENCH_TORCH_HAS_CUDA AND NOT LORABENCH_WITH_CUDA STREQUAL "OFF")
+set(LORABENCH_CPU_ONLY_REASON "libtorch is a CPU build")   # for the feature summary
+if(LORABENCH_TORCH_HAS_CUDA AND LORABENCH_WITH_CUDA STREQUAL "OFF")
+  set(LORABENCH_CPU_ONLY_REASON "LORABENCH_WITH_CUDA=OFF")
+elseif(LORABENCH_TORCH_HAS_CUDA)
   find_package(CUDAToolkit QUIET)
+  set(LORABENCH_CPU_ONLY_REASON "libtorch is a CUDA build, but no CUDA toolkit (nvcc) was found")
   if(CUDAToolkit_FOUND AND CUDAToolkit_NVCC_EXECUTABLE)
     set(LORABENCH_TORCH_CUDA ON)
   elseif(LORABENCH_WITH_CUDA STREQUAL "ON")

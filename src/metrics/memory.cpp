@@ -79,11 +79,6 @@ class CountingAllocator final : public c10::Allocator {
     default_copy_data(dest, src, count);
   }
 
-  // The DataPtrs handed out carry the pointer as context and our own deleter: simple by construction.
-  bool is_simple_data_ptr(const c10::DataPtr& data_ptr) const override {
-    return data_ptr.get() == data_ptr.get_context();
-  }
-
   static void free_counted(void* ptr) {
     g_current.fetch_sub(sizes().take(ptr));
     base_free()(ptr);

@@ -96,10 +96,11 @@ case "$case_name" in
     tiny_peak_kb() {
       "$lorabench" "$src/inputs/tiny.ini" --set run.steps=2 --set run.warmup_steps=1 --set parallel.strategy=single \
         --set run.output_dir="$work/vmpeak" --set run.name=tiny >"$work/vmpeak.txt" 2>&1 &
+      # VmPeak only grows: the last reading before the process ends is its peak.
       local pid=$! peak=0 v
       while kill -0 "$pid" 2>/dev/null; do
         v=$(awk '/^VmPeak/ { print $2 }' "/proc/$pid/status" 2>/dev/null || true)
-        [ -n "$v" ] && [ "$v" -gt "$peak" ] && peak=$v
+        [ -n "$v" ] && peak=$v
         sleep 0.05
       done
       wait "$pid" || { cat "$work/vmpeak.txt" >&2; fail "the tiny run that sizes the limit failed"; }
