@@ -1,0 +1,137 @@
+// lorabench's fused CPU kernels against what libtorch itself offers for the same operation, on the 0.5B
+// model's shapes (one micro-batch of 256 tokens), one thread: is a hand-written kernel still worth keeping?
+// Each row times the fused kernel and the ATen replacement that would take its place (same numerics where
+// ATen has them: fp32 compute, rounded once), best of N, and checks that the two agree before it prints.
+//
+//   OMP_NUM_THREADS=1 build/bench/lorabench-kernels-vs-aten [--reps N]      (docs/results.md)
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/version.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "../src/model/kernels.hpp"
+#include "lorabench/train/adamw.hpp"
+
+namespace k = lorabench::model::kernels;
+
+namespace {
+
+int g_reps = 15;
+
+double best_ms(const std::function<void()>& fn) {
+  fn();
+  double best = 1e30;
+  for (int i = 0; i < g_reps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+double max_rel(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor x = a.to(at::kFloat), y = b.to(at::kFloat);
+  return (x - y).abs().max().item<double>() / std::max(y.abs().max().item<double>(), 1e-30);
+}
+
+void row(const char* op, const char* dtype, const char* aten_name, double fused, double aten, double rel, double tol) {
+  if (!(rel <= tol)) {
+    std::fprintf(stderr, "kernels_vs_aten: %s %s: fused and ATen differ by %.3g (> %.3g)\n", op, dtype, rel, tol);
+    std::exit(1);
+  }
+  std::printf("| %s | %s | %s | %.3f | %.3f | %.2fx | %.1e |\n", op, dtype, aten_name, fused, aten, aten / fused, rel);
+}
+
+void run(at::ScalarType dt, const char* name) {
+  const int64_t N = 256, D = 896, I = 4864, H = 14, K = 2, d = 64, T = 256;
+  const double tol = dt == at::kFloat ? 1e-5 : 2e-2;
+  const auto o = at::TensorOptions().dtype(dt);
+  at::manual_seed(0);
+
+  // SwiGLU: a = silu(g) * u over gu = [g | u] (N, 2I), and its backward.
+  {
+    at::Tensor gu = at::randn({N, 2 * I}, o), da = at::randn({N, I}, o);
+    auto aten_fwd = [&] {
+      at::Tensor g = gu.narrow(1, 0, I).to(at::kFloat), u = gu.narrow(1, I, I).to(at::kFloat);
+      return (at::silu(g) * u).to(dt);
+    };
+    auto aten_bwd = [&] {
+      at::Tensor g = gu.narrow(1, 0, I).to(at::kFloat), u = gu.narrow(1, I, I).to(at::kFloat);
+      at::Tensor s = at::sigmoid(g), a = da.to(at::kFloat);
+      return at::cat({a * u * s * (1 + g * (1 - s)), a * g * s}, 1).to(dt);
+    };
+    row("SwiGLU forward", name, "silu(g) * u (fp32)", best_ms([&] { k::swiglu_forward(gu); }), best_ms(aten_fwd),
+        max_rel(k::swiglu_forward(gu), aten_fwd()), tol);
+    row("SwiGLU backward", name, "composed (fp32)", best_ms([&] { k::swiglu_backward(gu, da); }), best_ms(aten_bwd),
+        max_rel(k::swiglu_backward(gu, da), aten_bwd()), tol);
+  }
+  // RMSNorm forward: libtorch's own at::rms_norm (computes in fp32 for reduced types).
+  {
+    at::Tensor x = at::randn({N, D}, o), w = at::rand({D}, o).add_(0.5);
+    at::Tensor rstd;
+    auto aten = [&] { return at::rms_norm(x, {D}, w, 1e-6); };
+    row("RMSNorm forward", name, "at::rms_norm", best_ms([&] { k::rmsnorm_forward(x, w, 1e-6, &rstd); }),
+        best_ms(aten), max_rel(k::rmsnorm_forward(x, w, 1e-6, &rstd), aten()), tol);
+  }
+  // Causal attention forward of one layer: lorabench's GEMM + fused causal softmax + GEMM (GQA by row
+  // grouping, q (1, K, G*T, d)) against at::scaled_dot_product_attention (is_causal, enable_gqa).
+  {
+    const int64_t G = H / K;
+    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+    at::Tensor q = at::randn({1, K, G * T, d}, o), kk = at::randn({1, K, T, d}, o), v = at::randn({1, K, T, d}, o);
+    auto ours = [&] {
+      at::Tensor p;
+      k::causal_softmax(at::matmul(q, kk.transpose(-1, -2)), T, scale, nullptr, &p);
+      return at::matmul(p, v);  // (1, K, G*T, d)
+    };
+    at::Tensor qh = q.view({1, K * G, T, d});  // query head h = kv * G + g
+    auto sdpa = [&] {
+      return at::scaled_dot_product_attention(qh, kk, v, {}, 0.0, /*is_causal=*/true, scale, /*enable_gqa=*/true);
+    };
+    row("causal attention forward", name, "scaled_dot_product_attention", best_ms(ours), best_ms(sdpa),
+        max_rel(ours().view({1, H, T, d}), sdpa()), dt == at::kFloat ? 1e-4 : 3e-2);
+  }
+}
+
+void run_adamw() {
+  // The LoRA parameters of the 0.5B shape, r16 on all seven projections: 8.8M fp32 values.
+  const int64_t n = 8798208;
+  at::manual_seed(0);
+  at::Tensor p = at::randn({n}), g = at::randn({n}), m = at::zeros({n}), v = at::zeros({n});
+  at::Tensor p2 = p.clone(), m2 = m.clone(), v2 = v.clone();
+  lorabench::train::AdamWConfig c;
+  const lorabench::train::Ranges all{{0, n}};
+  int64_t step = 0, step2 = 0;
+  auto ours = [&] { lorabench::train::adamw_update(p, g, m, v, ++step, 1e-4, c, all); };
+  at::Tensor st = at::zeros({}, at::kFloat);
+  auto aten = [&] {
+    ++step2;
+    st.fill_(static_cast<double>(step2));
+    at::_fused_adamw_({p2}, {g}, {m2}, {v2}, {}, {st}, 1e-4, c.beta1, c.beta2, c.weight_decay, c.eps, false, false);
+  };
+  const double t_ours = best_ms(ours), t_aten = best_ms(aten);
+  // Both did the same number of steps from the same start.
+  row("AdamW (8.8M LoRA values)", "fp32", "at::_fused_adamw_", t_ours, t_aten, max_rel(p, p2), 1e-5);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--reps") == 0) g_reps = std::atoi(argv[i + 1]);
+  at::set_num_threads(1);
+  std::printf("libtorch %s, 1 thread, best of %d; times in ms (0.5B shapes, 256 tokens)\n\n", TORCH_VERSION, g_reps);
+  std::printf("| operation | dtype | ATen replacement | fused (ms) | ATen (ms) | ATen / fused | max rel diff |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+  run(at::kFloat, "fp32");
+  run(at::kBFloat16, "bf16");
+  run_adamw();
+  return 0;
+}
