@@ -2,6 +2,7 @@
 // model's shapes (one micro-batch of 256 tokens), one thread: is a hand-written kernel still worth keeping?
 // Each row times the fused kernel and the ATen replacement that would take its place (same numerics where
 // ATen has them: fp32 compute, rounded once), best of N, and checks that the two agree before it prints.
+// (Causal attention is no longer compared: lorabench now uses libtorch's own, src/model/attention.cpp.)
 //
 //   OMP_NUM_THREADS=1 build/bench/lorabench-kernels-vs-aten [--reps N]      (docs/results.md)
 #include <ATen/ATen.h>
@@ -50,7 +51,7 @@ void row(const char* op, const char* dtype, const char* aten_name, double fused,
 }
 
 void run(at::ScalarType dt, const char* name) {
-  const int64_t N = 256, D = 896, I = 4864, H = 14, K = 2, d = 64, T = 256;
+  const int64_t N = 256, D = 896, I = 4864;
   const double tol = dt == at::kFloat ? 1e-5 : 2e-2;
   const auto o = at::TensorOptions().dtype(dt);
   at::manual_seed(0);
@@ -79,24 +80,6 @@ void run(at::ScalarType dt, const char* name) {
     auto aten = [&] { return at::rms_norm(x, {D}, w, 1e-6); };
     row("RMSNorm forward", name, "at::rms_norm", best_ms([&] { k::rmsnorm_forward(x, w, 1e-6, &rstd); }),
         best_ms(aten), max_rel(k::rmsnorm_forward(x, w, 1e-6, &rstd), aten()), tol);
-  }
-  // Causal attention forward of one layer: lorabench's GEMM + fused causal softmax + GEMM (GQA by row
-  // grouping, q (1, K, G*T, d)) against at::scaled_dot_product_attention (is_causal, enable_gqa).
-  {
-    const int64_t G = H / K;
-    const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-    at::Tensor q = at::randn({1, K, G * T, d}, o), kk = at::randn({1, K, T, d}, o), v = at::randn({1, K, T, d}, o);
-    auto ours = [&] {
-      at::Tensor p;
-      k::causal_softmax(at::matmul(q, kk.transpose(-1, -2)), T, scale, nullptr, &p);
-      return at::matmul(p, v);  // (1, K, G*T, d)
-    };
-    at::Tensor qh = q.view({1, K * G, T, d});  // query head h = kv * G + g
-    auto sdpa = [&] {
-      return at::scaled_dot_product_attention(qh, kk, v, {}, 0.0, /*is_causal=*/true, scale, /*enable_gqa=*/true);
-    };
-    row("causal attention forward", name, "scaled_dot_product_attention", best_ms(ours), best_ms(sdpa),
-        max_rel(ours().view({1, H, T, d}), sdpa()), dt == at::kFloat ? 1e-4 : 3e-2);
   }
 }
 

@@ -232,93 +232,27 @@ LB_DEFINE_ROW(softmax_chunk_row_bf16, softmax_chunk_row,
               (const uint16_t* z, int64_t n, float* m, float* se, float* rs, uint16_t* p, int64_t t, float* zt),
               (z, n, m, se, rs, p, t, zt))
 
-// Causal softmax of one row of scores: columns [0, valid) are live, the rest masked to probability 0.
+// Rotary embedding of one head vector in place (d = 2 * half): forward x1' = x1 c - x2 s, x2' = x2 c + x1 s;
+// the inverse (the backward) rotates by -angle: x1 = x1' c + x2' s, x2 = x2' c - x1' s. fp32, one rounding.
 template <class T>
-LB_INLINE void causal_softmax_row(const T* z, int64_t n, int64_t valid, float scale, float* p32, T* pdt) {
-  float mx = -3.0e38f;
-  for (int64_t j = 0; j < valid; ++j) {
-    const float v = ld(z[j]) * scale;
-    mx = v > mx ? v : mx;
-  }
-  float sum = 0;
-  for (int64_t j = 0; j < valid; ++j) sum += fast_exp(ld(z[j]) * scale - mx);
-  const float inv = 1.0f / sum;
-  for (int64_t j = 0; j < n; ++j) {
-    const float pj = j < valid ? fast_exp(ld(z[j]) * scale - mx) * inv : 0.0f;
-    if (p32) p32[j] = pj;
-    if (pdt) st(pdt + j, pj);
-  }
-}
-LB_DEFINE_ROW(causal_softmax_row_f32, causal_softmax_row,
-              (const float* z, int64_t n, int64_t valid, float scale, float* p32, float* pdt),
-              (z, n, valid, scale, p32, pdt))
-LB_DEFINE_ROW(causal_softmax_row_bf16, causal_softmax_row,
-              (const uint16_t* z, int64_t n, int64_t valid, float scale, float* p32, uint16_t* pdt),
-              (z, n, valid, scale, p32, pdt))
-
-// dS = scale * P (dP - sum_j dP_j P_j) for one row (P fp32, dP and dS in the storage type).
-template <class T>
-LB_INLINE void softmax_back_row(const float* p, const T* dp, int64_t n, float scale, T* ds) {
-  float dot = 0;
-  for (int64_t j = 0; j < n; ++j) dot += p[j] * ld(dp[j]);
-  for (int64_t j = 0; j < n; ++j) st(ds + j, scale * (p[j] * (ld(dp[j]) - dot)));
-}
-LB_DEFINE_ROW(softmax_back_row_f32, softmax_back_row, (const float* p, const float* dp, int64_t n, float scale, float* ds),
-              (p, dp, n, scale, ds))
-LB_DEFINE_ROW(softmax_back_row_bf16, softmax_back_row,
-              (const float* p, const uint16_t* dp, int64_t n, float scale, uint16_t* ds), (p, dp, n, scale, ds))
-
-// Rotary embedding of one head vector (d = 2 * half): forward o1 = x1 c - x2 s, o2 = x2 c + x1 s; the
-// inverse (the backward) rotates by -angle: x1 = o1 c + o2 s, x2 = o2 c - o1 s. fp32 math, one rounding.
-template <class T>
-LB_INLINE void rope_vec(const T* x, T* o, const float* c, const float* sn, int64_t half, float dir) {
+LB_INLINE void rope_vec(T* x, const float* c, const float* sn, int64_t half, float dir) {
   for (int64_t i = 0; i < half; ++i) {
     const float a = ld(x[i]), b = ld(x[half + i]), si = dir * sn[i];
-    st(o + i, a * c[i] - b * si);
-    st(o + half + i, b * c[i] + a * si);
+    st(x + i, a * c[i] - b * si);
+    st(x + half + i, b * c[i] + a * si);
   }
 }
+// One token (row of qkv): rotate its query and key heads (the first `heads` head vectors) in place.
 template <class T>
-LB_INLINE void copy_vec(const T* x, T* o, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) o[i] = x[i];
-}
-
-// One token (row of qkv): rotate its query and key heads and scatter q, k, v into the attention layout.
-// q_out (B, K, G*T, d), k_out / v_out (B, K, T, d). Backward (inverse = true) gathers the other way.
-template <class T>
-LB_INLINE void rope_token(T* qkv, T* q, T* k, T* v, const float* c, const float* sn, int64_t b, int64_t t,
-                          int64_t T_, int64_t H, int64_t K, int64_t d, bool inverse) {
-  const int64_t G = H / K, half = d / 2;
-  T* row = qkv + (b * T_ + t) * (H + 2 * K) * d;
-  const float dir = inverse ? -1.0f : 1.0f;
-  for (int64_t h = 0; h < H; ++h) {
-    const int64_t kv = h / G, g = h % G;
-    T* qa = q + ((b * K + kv) * G * T_ + g * T_ + t) * d;
-    if (inverse) rope_vec(qa, row + h * d, c, sn, half, dir);
-    else rope_vec(row + h * d, qa, c, sn, half, dir);
-  }
-  for (int64_t kv = 0; kv < K; ++kv) {
-    T* ka = k + ((b * K + kv) * T_ + t) * d;
-    T* va = v + ((b * K + kv) * T_ + t) * d;
-    T* kr = row + (H + kv) * d;
-    T* vr = row + (H + K + kv) * d;
-    if (inverse) {
-      rope_vec(ka, kr, c, sn, half, dir);
-      copy_vec(va, vr, d);
-    } else {
-      rope_vec(kr, ka, c, sn, half, dir);
-      copy_vec(vr, va, d);
-    }
-  }
+LB_INLINE void rope_token(T* row, const float* c, const float* sn, int64_t heads, int64_t d, float dir) {
+  for (int64_t h = 0; h < heads; ++h) rope_vec(row + h * d, c, sn, d / 2, dir);
 }
 LB_DEFINE_ROW(rope_token_f32, rope_token,
-              (float* qkv, float* q, float* k, float* v, const float* c, const float* sn, int64_t b, int64_t t,
-               int64_t T_, int64_t H, int64_t K, int64_t d, bool inverse),
-              (qkv, q, k, v, c, sn, b, t, T_, H, K, d, inverse))
+              (float* row, const float* c, const float* sn, int64_t heads, int64_t d, float dir),
+              (row, c, sn, heads, d, dir))
 LB_DEFINE_ROW(rope_token_bf16, rope_token,
-              (uint16_t* qkv, uint16_t* q, uint16_t* k, uint16_t* v, const float* c, const float* sn, int64_t b,
-               int64_t t, int64_t T_, int64_t H, int64_t K, int64_t d, bool inverse),
-              (qkv, q, k, v, c, sn, b, t, T_, H, K, d, inverse))
+              (uint16_t* row, const float* c, const float* sn, int64_t heads, int64_t d, float dir),
+              (row, c, sn, heads, d, dir))
 
 void check(const at::Tensor& t, at::ScalarType dt, const char* what) {
   LB_CHECK(t.is_contiguous() && t.scalar_type() == dt && t.device().is_cpu(),
@@ -458,89 +392,21 @@ void online_softmax_chunk(const at::Tensor& z, at::Tensor& m, at::Tensor& se, at
   });
 }
 
-void causal_softmax(const at::Tensor& scores, int64_t seq, double scale, at::Tensor* p32, at::Tensor* pdt) {
+void rope_qkv(at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H,
+              int64_t K, int64_t d, bool inverse) {
   ProfileScope scope("lb::attention");
-  const auto dt = scores.scalar_type();
-  check(scores, dt, "attention scores");
-  const int64_t T = scores.size(-1), rows = scores.numel() / T;
-  LB_CHECK(T == seq, "causal_softmax: the last dimension must be the sequence");
-  if (p32) *p32 = at::empty(scores.sizes(), scores.options().dtype(at::kFloat));
-  if (pdt) *pdt = at::empty(scores.sizes(), scores.options());
-  float* p32p = p32 ? ptr<float>(*p32) : nullptr;
-  at::parallel_for(0, rows, grain(T), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      const int64_t valid = (r % seq) + 1;  // row g*T + t attends to columns 0..t
-      if (dt == at::kBFloat16) {
-        causal_softmax_row_bf16(ptr<uint16_t>(scores) + r * T, T, valid, float(scale), p32p ? p32p + r * T : nullptr,
-                                pdt ? ptr<uint16_t>(*pdt) + r * T : nullptr);
-      } else {
-        causal_softmax_row_f32(ptr<float>(scores) + r * T, T, valid, float(scale), p32p ? p32p + r * T : nullptr,
-                               pdt ? ptr<float>(*pdt) + r * T : nullptr);
-      }
-    }
-  });
-}
-
-at::Tensor causal_softmax_backward(const at::Tensor& p, const at::Tensor& dp, double scale) {
-  ProfileScope scope("lb::attention");
-  const auto dt = dp.scalar_type();
-  check(dp, dt, "attention dP");
-  check(p, at::kFloat, "attention P");
-  const int64_t T = p.size(-1), rows = p.numel() / T;
-  at::Tensor ds = at::empty(dp.sizes(), dp.options());
-  at::parallel_for(0, rows, grain(T), [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      if (dt == at::kBFloat16) {
-        softmax_back_row_bf16(ptr<float>(p) + r * T, ptr<uint16_t>(dp) + r * T, T, float(scale),
-                              ptr<uint16_t>(ds) + r * T);
-      } else {
-        softmax_back_row_f32(ptr<float>(p) + r * T, ptr<float>(dp) + r * T, T, float(scale), ptr<float>(ds) + r * T);
-      }
-    }
-  });
-  return ds;
-}
-
-namespace {
-void rope_run(at::Tensor& qkv, at::Tensor& q, at::Tensor& k, at::Tensor& v, const at::Tensor& cos,
-              const at::Tensor& sin, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d, bool inverse) {
-  const float *c = cos.data_ptr<float>(), *sn = sin.data_ptr<float>();
-  const int64_t half = d / 2;
-  at::parallel_for(0, B * T, std::max<int64_t>(1, 8192 / ((H + 2 * K) * d)), [&](int64_t b0, int64_t e0) {
-    for (int64_t r = b0; r < e0; ++r) {
-      const int64_t b = r / T, t = r % T;
-      if (qkv.scalar_type() == at::kBFloat16) {
-        rope_token_bf16(ptr<uint16_t>(qkv), ptr<uint16_t>(q), ptr<uint16_t>(k), ptr<uint16_t>(v), c + t * half,
-                        sn + t * half, b, t, T, H, K, d, inverse);
-      } else {
-        rope_token_f32(ptr<float>(qkv), ptr<float>(q), ptr<float>(k), ptr<float>(v), c + t * half, sn + t * half, b, t,
-                       T, H, K, d, inverse);
-      }
-    }
-  });
-}
-}  // namespace
-
-void rope_qkv_forward(const at::Tensor& qkv_in, const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T,
-                      int64_t H, int64_t K, int64_t d, at::Tensor* q, at::Tensor* k, at::Tensor* v) {
-  ProfileScope scope("lb::attention");
-  at::Tensor qkv = qkv_in.contiguous();
   check(qkv, qkv.scalar_type(), "qkv");
-  const int64_t G = H / K;
-  *q = at::empty({B, K, G * T, d}, qkv.options());
-  *k = at::empty({B, K, T, d}, qkv.options());
-  *v = at::empty({B, K, T, d}, qkv.options());
-  rope_run(qkv, *q, *k, *v, cos, sin, B, T, H, K, d, /*inverse=*/false);
-}
-
-at::Tensor rope_qkv_backward(const at::Tensor& dq_in, const at::Tensor& dk_in, const at::Tensor& dv_in,
-                             const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H, int64_t K,
-                             int64_t d) {
-  ProfileScope scope("lb::attention");
-  at::Tensor dq = dq_in.contiguous(), dk = dk_in.contiguous(), dv = dv_in.contiguous();
-  at::Tensor dqkv = at::empty({B * T, (H + 2 * K) * d}, dq.options());
-  rope_run(dqkv, dq, dk, dv, cos, sin, B, T, H, K, d, /*inverse=*/true);
-  return dqkv;
+  LB_CHECK(qkv.numel() == B * T * (H + 2 * K) * d && d % 2 == 0, "rope_qkv: qkv is not (B*T, (H + 2K) d)");
+  const float *c = cos.data_ptr<float>(), *sn = sin.data_ptr<float>();
+  const int64_t half = d / 2, width = (H + 2 * K) * d;
+  const float dir = inverse ? -1.0f : 1.0f;
+  at::parallel_for(0, B * T, grain(width), [&](int64_t b0, int64_t e0) {
+    for (int64_t r = b0; r < e0; ++r) {
+      const int64_t t = r % T;
+      if (is_bf16(qkv)) rope_token_bf16(ptr<uint16_t>(qkv) + r * width, c + t * half, sn + t * half, H + K, d, dir);
+      else rope_token_f32(ptr<float>(qkv) + r * width, c + t * half, sn + t * half, H + K, d, dir);
+    }
+  });
 }
 
 }  // namespace lorabench::model::kernels

@@ -34,20 +34,11 @@ at::Tensor rmsnorm_backward(const at::Tensor& dy, const at::Tensor& x, const at:
 void online_softmax_chunk(const at::Tensor& z, at::Tensor& m, at::Tensor& se, at::Tensor& rescale, at::Tensor& p,
                           const at::Tensor& target_local, at::Tensor& zt);
 
-// Causal softmax of attention scores (..., rows, T) whose row index modulo `seq` is the query position t:
-// P = softmax(scale * scores) over columns 0..t, 0 beyond. Writes P in fp32 (*p32) and/or in the scores'
-// dtype (*pdt), each when the pointer is given.
-void causal_softmax(const at::Tensor& scores, int64_t seq, double scale, at::Tensor* p32, at::Tensor* pdt);
-// dS = scale * P (dP - rowsum(dP * P)), the gradient of the scaled scores, in dP's dtype.
-at::Tensor causal_softmax_backward(const at::Tensor& p, const at::Tensor& dp, double scale);
-
-// Splits the fused q|k|v projection output (N = B*T rows, (H + 2K) d columns) into the attention layout
-// with the rotary embedding applied to q and k (cos, sin: (T, d/2) fp32): q (B, K, G*T, d) with query head
-// h = kv * G + g at rows g*T .. g*T + T of KV head kv, k and v (B, K, T, d). One pass.
-void rope_qkv_forward(const at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T,
-                      int64_t H, int64_t K, int64_t d, at::Tensor* q, at::Tensor* k, at::Tensor* v);
-// Its backward: dq, dk, dv in the attention layout -> d(qkv) (N, (H + 2K) d), un-rotating dq and dk.
-at::Tensor rope_qkv_backward(const at::Tensor& dq, const at::Tensor& dk, const at::Tensor& dv, const at::Tensor& cos,
-                             const at::Tensor& sin, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d);
+// The rotary embedding applied in place to the fused q|k|v projection output (N = B*T rows of H query,
+// K key and K value heads of d values; cos, sin: (T, d/2) fp32): the H + K query and key heads of each
+// row are rotated by their position's angle (inverse = true: rotated back, the backward); the value heads
+// are left alone. fp32 math, one rounding.
+void rope_qkv(at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H,
+              int64_t K, int64_t d, bool inverse);
 
 }  // namespace lorabench::model::kernels

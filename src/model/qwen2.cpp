@@ -9,6 +9,7 @@
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/hash.hpp"
 #include "lorabench/model/gemm.hpp"
+#include "attention.hpp"
 #include "kernels.hpp"
 #include "profile_scope.hpp"
 
@@ -155,8 +156,8 @@ void lora_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGr
 void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tensor& x, LayerCache& c,
                   at::Tensor* y_out) {
   const ModelShape& s = ctx.model->shape;
-  const int64_t B = ctx.batch, T = ctx.seq, N = B * T;
-  const int64_t H = s.heads, K = s.kv_heads, G = H / K, d = s.head_dim;
+  const int64_t B = ctx.batch, T = ctx.seq;
+  const int64_t H = s.heads, K = s.kv_heads, d = s.head_dim;
 
   c.x = x;
   at::Tensor h1 = rmsnorm_forward(x, w.ln1, s.rms_eps, &c.rstd1);
@@ -167,15 +168,12 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
   proj.end();
   ProfileScope attn("lb::attention");
 
-  // Rotary embedding and the attention layout in one pass: q (B, K, G*T, d), k and v (B, K, T, d).
-  kernels::rope_qkv_forward(qkv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d, &c.q, &c.k, &c.v);
+  // Rotary embedding in place: q, k and v stay token-major in the projection output, which the attention
+  // reads through strided views.
+  kernels::rope_qkv(qkv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d, /*inverse=*/false);
+  c.attn = attention_forward(qkv, B, T, H, K, d, &c.lse);  // (N, H*d)
+  c.qkv = qkv;
   qkv = at::Tensor();
-
-  const double scale = 1.0 / std::sqrt(double(d));
-  at::Tensor p_dt;  // probabilities in the model dtype for P V; the backward recomputes them in fp32
-  kernels::causal_softmax(at::matmul(c.q, c.k.transpose(-1, -2)), T, scale, nullptr, &p_dt);  // (B, K, GT, T)
-  at::Tensor o = at::matmul(p_dt, c.v);  // (B, K, GT, d)
-  c.attn = o.view({B, K, G, T, d}).permute({0, 3, 1, 2, 4}).reshape({N, H * d});
   attn.end();
 
   ProfileScope proj2("lb::projections");
@@ -329,7 +327,7 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   }
   const ModelShape& s = ctx.model->shape;
   const int64_t B = ctx.batch, T = ctx.seq;
-  const int64_t H = s.heads, K = s.kv_heads, G = H / K, d = s.head_dim;
+  const int64_t H = s.heads, K = s.kv_heads, d = s.head_dim;
 
   // ---- MLP: y = x2 + down(silu(gate) * up) ----
   at::Tensor a = kernels::swiglu_forward(c.gu);  // recomputed down_proj input (N, I)
@@ -355,17 +353,8 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   lora_backward(ctx, w, g, kOnlyO, w.lora[int(Proj::kO)].a, g.lora[int(Proj::kO)].a, c.attn, dx2, c, dattn);
   proj3.end();
   ProfileScope attn("lb::attention");
-  at::Tensor dO = dattn.view({B, T, K, G, d}).permute({0, 2, 3, 1, 4}).reshape({B, K, G * T, d});
-  // The probabilities are recomputed rather than kept (they are the largest activation per layer).
-  const double scale = 1.0 / std::sqrt(double(d));
-  at::Tensor p32, p_dt;
-  kernels::causal_softmax(at::matmul(c.q, c.k.transpose(-1, -2)), T, scale, &p32, &p_dt);
-  at::Tensor dv = at::matmul(p_dt.transpose(-1, -2), dO);  // (B, K, T, d)
-  at::Tensor dS_dt = kernels::causal_softmax_backward(p32, at::matmul(dO, c.v.transpose(-1, -2)), scale);
-  at::Tensor dq = at::matmul(dS_dt, c.k);                  // (B, K, GT, d)
-  at::Tensor dk = at::matmul(dS_dt.transpose(-1, -2), c.q);  // (B, K, T, d)
-
-  at::Tensor dqkv = kernels::rope_qkv_backward(dq, dk, dv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d);
+  at::Tensor dqkv = attention_backward(dattn, c.qkv, c.attn, c.lse, B, T, H, K, d);  // (N, (H+2K)d)
+  kernels::rope_qkv(dqkv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d, /*inverse=*/true);
   attn.end();
   ProfileScope proj4("lb::projections");
   at::Tensor dh1 = gemm(dqkv, w.w_qkv);  // (N, D)

@@ -71,8 +71,8 @@ struct DropoutKey {
 struct LayerCache {
   at::Tensor x;             // (N, D) layer input (the only tensor kept with activation checkpointing)
   at::Tensor rstd1;         // (N, 1) fp32
-  at::Tensor q, k, v;       // (B, K, G*T, d), (B, K, T, d), (B, K, T, d) after rotary, attention layout
-  at::Tensor attn;          // (N, H*d) attention output before o_proj
+  at::Tensor qkv;           // (N, (H+2K)d) q|k|v projections after the rotary embedding
+  at::Tensor attn, lse;     // (N, H*d) attention output before o_proj; (B, H, T) fp32 log-sum-exp per query
   at::Tensor x2, rstd2;     // residual after attention, its norm statistic
   at::Tensor gu;            // (N, 2I) gate and up projections
   at::Tensor la[4];         // dropout(x) A^T of each projection group's adapters (qkv, o, gate|up, down):

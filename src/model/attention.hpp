@@ -1,0 +1,20 @@
+// Causal attention through libtorch's fused scaled-dot-product attention (private to src/model). The
+// T x T scores are never materialised: the forward keeps the output and the per-row log-sum-exp, and the
+// backward recomputes the probabilities block by block from them. Query head h attends with key/value
+// head h / (H / K) (grouped-query attention, transformers' repeat_kv order) without copying k and v.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace lorabench::model {
+
+// qkv: (B*T, (H + 2K) d) after the rotary embedding. Returns the output (N, H d) (token-major, as o_proj
+// reads it) and the log-sum-exp of each query row (*lse, fp32), which attention_backward needs.
+at::Tensor attention_forward(const at::Tensor& qkv, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d,
+                             at::Tensor* lse);
+
+// d(qkv) (B*T, (H + 2K) d) from d(out) (N, H d); `out` and `lse` are attention_forward's results for qkv.
+at::Tensor attention_backward(const at::Tensor& dout, const at::Tensor& qkv, const at::Tensor& out,
+                              const at::Tensor& lse, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d);
+
+}  // namespace lorabench::model
