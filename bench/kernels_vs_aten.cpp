@@ -80,6 +80,62 @@ void run(at::ScalarType dt, const char* name) {
     auto aten = [&] { return at::rms_norm(x, {D}, w, 1e-6); };
     row("RMSNorm forward", name, "at::rms_norm", best_ms([&] { k::rmsnorm_forward(x, w, 1e-6, &rstd); }),
         best_ms(aten), max_rel(k::rmsnorm_forward(x, w, 1e-6, &rstd), aten()), tol);
+    // Backward with the residual add and the weight-gradient accumulation, at the same rounding points.
+    at::Tensor dy = at::randn({N, D}, o), res = at::randn({N, D}, o), dw = at::zeros({D}), dw2 = at::zeros({D});
+    auto aten_bwd = [&] {
+      at::Tensor y = x.to(at::kFloat) * rstd, dn = (dy.to(at::kFloat) * w.to(at::kFloat)).to(dt).to(at::kFloat);
+      at::Tensor dot = (dn * y).mean(-1, true);
+      dw2.add_((dy.to(at::kFloat) * y.to(dt).to(at::kFloat)).sum(0));
+      return (((dn - y * dot) * rstd).to(dt).to(at::kFloat) + res.to(at::kFloat)).to(dt);
+    };
+    row("RMSNorm backward", name, "composed (fp32)",
+        best_ms([&] { k::rmsnorm_backward(dy, x, w, rstd, dw, res); }), best_ms(aten_bwd),
+        max_rel(k::rmsnorm_backward(dy, x, w, rstd, dw, res), aten_bwd()), tol);
+  }
+  // Rotary embedding of the q and k heads of one layer's q|k|v projection (14 + 2 heads of 64, in place).
+  {
+    const int64_t H = 14, K = 2, d = 64, half = d / 2;
+    at::Tensor qkv = at::randn({N, (H + 2 * K) * d}, o);
+    at::Tensor cos = at::rand({N, half}), sin = at::rand({N, half});
+    auto aten = [&] {
+      at::Tensor x = qkv.view({N, H + 2 * K, d}).narrow(1, 0, H + K).to(at::kFloat);
+      at::Tensor x1 = x.narrow(2, 0, half), x2 = x.narrow(2, half, half);
+      at::Tensor c = cos.unsqueeze(1), sn = sin.unsqueeze(1);
+      at::Tensor out = qkv.clone();
+      out.view({N, H + 2 * K, d}).narrow(1, 0, H + K).copy_(at::cat({x1 * c - x2 * sn, x2 * c + x1 * sn}, 2));
+      return out;
+    };
+    auto ours = [&] {
+      at::Tensor out = qkv.clone();
+      k::rope_qkv(out, cos, sin, 1, N, H, K, d, /*inverse=*/false);
+      return out;
+    };
+    row("RoPE on q and k", name, "rotate-half composed (fp32)", best_ms(ours), best_ms(aten), max_rel(ours(), aten()),
+        tol);
+  }
+  // One 16384-wide vocabulary chunk of the LM head's online softmax (the default model.head_chunk).
+  {
+    const int64_t C = 16384;
+    at::Tensor z = (at::randn({N, C}) * 3).to(dt), target = at::randint(0, C, {N}, at::kLong);
+    at::Tensor m, se, rs, p, zt;
+    auto fresh = [&] {
+      m = at::full({N}, -3.0e38, at::kFloat), se = at::zeros({N}), rs = at::zeros({N}), zt = at::zeros({N});
+    };
+    auto ours = [&] {
+      fresh();
+      k::online_softmax_chunk(z, m, se, rs, p, target, zt);
+      return se;
+    };
+    auto aten = [&] {
+      at::Tensor m0 = at::full({N}, -3.0e38, at::kFloat), se0 = at::zeros({N});
+      at::Tensor zf = z.to(at::kFloat), m_new = at::maximum(m0, zf.amax(1));
+      at::Tensor e = at::exp(zf - m_new.unsqueeze(1));
+      at::Tensor pe = e.to(dt);                                         // what the head's next GEMM reads
+      at::Tensor zt0 = zf.gather(1, target.unsqueeze(1)).squeeze(1);  // the target logit
+      return se0 * at::exp(m0 - m_new) + e.sum(1);
+    };
+    row("head softmax chunk", name, "composed (fp32)", best_ms([&] { ours(); }), best_ms(aten), max_rel(ours(), aten()),
+        tol);
   }
 }
 

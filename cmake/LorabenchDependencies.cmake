@@ -71,20 +71,6 @@ if(LORABENCH_TORCH_CUDA AND NOT LORABENCH_WITH_NCCL STREQUAL "OFF")
 endif()
 lorabench_resolve_feature(NCCL ${_nccl_found})
 
-# oneDNN's sgemm for the fp32 GEMMs (src/model/gemm.cpp): the library libtorch itself uses for bf16.
-set(_dnnl_found OFF)
-if(NOT LORABENCH_WITH_DNNL STREQUAL "OFF")
-  find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.h)
-  find_library(DNNL_LIBRARY dnnl)
-  if(DNNL_INCLUDE_DIR AND DNNL_LIBRARY)
-    set(_dnnl_found ON)
-    add_library(lorabench_dnnl INTERFACE)
-    target_include_directories(lorabench_dnnl INTERFACE ${DNNL_INCLUDE_DIR})
-    target_link_libraries(lorabench_dnnl INTERFACE ${DNNL_LIBRARY})
-  endif()
-endif()
-lorabench_resolve_feature(DNNL ${_dnnl_found})
-
 # GoogleTest (Debian's libgtest-dev ships the CMake package).
 if(LORABENCH_BUILD_TESTS)
   find_package(GTest REQUIRED)

@@ -24,12 +24,10 @@ if [ "$(id -u)" -ne 0 ]; then
   SUDO="sudo"
 fi
 
-# No BLAS package: the official libtorch carries MKL inside libtorch_cpu.so (docs/build.md). libdnnl-dev
-# is Debian's oneDNN for lorabench's own fp32 GEMMs (LORABENCH_WITH_DNNL; its value measured in
-# docs/results.md).
+# No BLAS or oneDNN package: the official libtorch carries MKL and oneDNN inside libtorch_cpu.so
+# (docs/build.md; why Debian's libdnnl is no longer used: docs/results.md).
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
-  libdnnl-dev
   python3 python3-venv
   libopenmpi-dev openmpi-bin
   libhdf5-openmpi-dev hdf5-tools

@@ -1,8 +1,6 @@
-// The GEMMs of the model, in one place. bf16 goes through ATen (oneDNN). fp32 goes through oneDNN's
-// sgemm when the build found oneDNN (LORABENCH_WITH_DNNL), else through ATen (the BLAS libtorch uses).
-// The reason: on CPUs its BLAS does not recognise (Debian's OpenBLAS 0.3.21 runs its AVX2 "Haswell"
-// kernels on AVX-512 Zen 4), oneDNN's JIT sgemm is ~1.8x faster for the model's shapes (docs/performance.md).
-// Same arithmetic either way (an fp32 GEMM with fp32 accumulation); a test compares the two.
+// The GEMMs of the model, in one place: all through ATen (on CPU: oneDNN for bf16, MKL for fp32, both
+// inside libtorch). lorabench once called Debian's oneDNN sgemm for fp32 (faster than Debian's OpenBLAS);
+// next to the official libtorch's MKL it no longer paid (docs/results.md) and was removed.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -20,10 +18,8 @@ void gemm_into(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, double a
 // bias (N) + a @ b.
 at::Tensor gemm_bias(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b);
 
-// Which fp32 GEMM runs: "oneDNN sgemm" or "ATen (libtorch's BLAS)".
+// Which fp32 GEMM runs, for the provenance: "ATen (MKL inside libtorch)" or "ATen (libtorch's BLAS)".
 std::string fp32_gemm_engine();
-// Test hook: false forces ATen for fp32 (to compare the engines).
-void set_fp32_gemm_engine_enabled(bool enabled);
 
 // The per-rank peak for MFU: the best of `repeats` timed n x n x n GEMMs through gemm() (the model's own
 // GEMM path) in `dtype`, after one warm-up.
