@@ -169,6 +169,9 @@ std::vector<OptionSpec> build_table() {
   t.push_back(bool_opt("model.fused_head", &RC::model, &ModelSection::fused_head, true,
                        "vocabulary-chunked LM head + loss; false = the unfused reference (full logits, "
                        "more memory) to check numerics"));
+  t.push_back(bool_opt("model.fused_kernels", &RC::model, &ModelSection::fused_kernels, true,
+                       "lorabench's fused CPU kernels for RMSNorm, RoPE, SwiGLU and the head's softmax; false = "
+                       "the device-generic ATen path a GPU runs (to compare the two)"));
 
   // [lora]
   t.push_back(bool_opt("lora.enabled", &RC::lora, &LoraSection::enabled, true,

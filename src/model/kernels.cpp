@@ -10,6 +10,8 @@
 
 #include "lorabench/core/cpu_isa.hpp"
 #include "lorabench/core/error.hpp"
+#include "generic_ops.hpp"
+#include "lorabench/model/qwen2.hpp"
 #include "profile_scope.hpp"
 
 namespace lorabench::model::kernels {
@@ -268,9 +270,14 @@ T* ptr(const at::Tensor& t) {
 // Rows per task: enough work per task to amortise scheduling (the rows are short).
 int64_t grain(int64_t row_len) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, row_len)); }
 
+bool g_fused = true;
+// The fused kernels run on CPU tensors while enabled; everything else takes the device-generic path.
+bool fused_for(const at::Tensor& t) { return g_fused && t.device().is_cpu(); }
+
 }  // namespace
 
 at::Tensor swiglu_forward(const at::Tensor& gu) {
+  if (!fused_for(gu)) return generic::swiglu_forward(gu);
   ProfileScope scope("lb::swiglu");
   check(gu, gu.scalar_type(), "swiglu gu");
   const int64_t N = gu.size(0), I = gu.size(1) / 2;
@@ -290,6 +297,7 @@ at::Tensor swiglu_forward(const at::Tensor& gu) {
 }
 
 at::Tensor swiglu_backward(const at::Tensor& gu, const at::Tensor& da_in) {
+  if (!fused_for(gu)) return generic::swiglu_backward(gu, da_in);
   ProfileScope scope("lb::swiglu");
   at::Tensor da = da_in.contiguous();
   const auto dt = gu.scalar_type();
@@ -314,6 +322,7 @@ at::Tensor swiglu_backward(const at::Tensor& gu, const at::Tensor& da_in) {
 }
 
 at::Tensor rmsnorm_forward(const at::Tensor& x_in, const at::Tensor& w_in, double eps, at::Tensor* rstd) {
+  if (!fused_for(x_in)) return generic::rmsnorm_forward(x_in, w_in, eps, rstd);
   ProfileScope scope("lb::norm");
   at::Tensor x = x_in.contiguous(), w = w_in.contiguous();
   const auto dt = x.scalar_type();
@@ -337,6 +346,7 @@ at::Tensor rmsnorm_forward(const at::Tensor& x_in, const at::Tensor& w_in, doubl
 
 at::Tensor rmsnorm_backward(const at::Tensor& dy_in, const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
                             const at::Tensor& dw_acc, const at::Tensor& residual) {
+  if (!fused_for(x)) return generic::rmsnorm_backward(dy_in, x, w, rstd, dw_acc, residual);
   ProfileScope scope("lb::norm");
   at::Tensor dy = dy_in.contiguous();
   const auto dt = x.scalar_type();
@@ -372,6 +382,7 @@ at::Tensor rmsnorm_backward(const at::Tensor& dy_in, const at::Tensor& x, const 
 
 void online_softmax_chunk(const at::Tensor& z, at::Tensor& m, at::Tensor& se, at::Tensor& rescale, at::Tensor& p,
                           const at::Tensor& target_local, at::Tensor& zt) {
+  if (!fused_for(z)) return generic::online_softmax_chunk(z, m, se, rescale, p, target_local, zt);
   ProfileScope scope("lb::head_loss");
   const auto dt = z.scalar_type();
   check(z, dt, "softmax chunk logits");
@@ -394,6 +405,7 @@ void online_softmax_chunk(const at::Tensor& z, at::Tensor& m, at::Tensor& se, at
 
 void rope_qkv(at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H,
               int64_t K, int64_t d, bool inverse) {
+  if (!fused_for(qkv)) return generic::rope_qkv(qkv, cos, sin, B, T, H, K, d, inverse);
   ProfileScope scope("lb::attention");
   check(qkv, qkv.scalar_type(), "qkv");
   LB_CHECK(qkv.numel() == B * T * (H + 2 * K) * d && d % 2 == 0, "rope_qkv: qkv is not (B*T, (H + 2K) d)");
@@ -410,3 +422,8 @@ void rope_qkv(at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int
 }
 
 }  // namespace lorabench::model::kernels
+
+namespace lorabench::model {
+void set_fused_cpu_kernels(bool enabled) { kernels::g_fused = enabled; }
+bool fused_cpu_kernels() { return kernels::g_fused; }
+}  // namespace lorabench::model

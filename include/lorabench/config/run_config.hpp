@@ -31,6 +31,7 @@ struct ModelSection {
   std::string dtype;   // fp32 | bf16 (weights and activations; LoRA state is always fp32)
   bool activation_checkpointing = false;  // recompute each decoder layer in backward
   bool fused_head = true;  // false: the unfused reference LM head + loss (numerics checks)
+  bool fused_kernels = true;  // false: the device-generic ATen path on CPU too (what a GPU runs)
 };
 
 struct LoraSection {

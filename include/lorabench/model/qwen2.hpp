@@ -100,6 +100,12 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
 
 // RMSNorm: y = w * (x / rms(x)).to(dt), statistics in fp32. rstd receives (N, 1). (A fused kernel; the
 // *_reference versions are the same math in plain ATen ops, for tests.)
+// The elementwise parts of the layer and the head (RMSNorm, RoPE, SwiGLU, the online softmax): lorabench's
+// fused CPU kernels (the default) or, with false, the device-generic ATen compositions that CUDA tensors
+// always take (model.fused_kernels; process-wide).
+void set_fused_cpu_kernels(bool enabled);
+bool fused_cpu_kernels();
+
 at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);
 // Returns dx; accumulates dw into dw_acc (fp32) when defined.
 at::Tensor rmsnorm_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
