@@ -11,6 +11,8 @@
 
 namespace lorabench::report {
 
+const std::array<const char*, 4> kComputePhaseNames = {"data", "forward", "backward", "optimizer"};
+
 namespace {
 
 double pct(double share) { return 100.0 * share; }
@@ -71,23 +73,30 @@ void fill_from_steps(TrainRow& t, const RunRecord& r) {
     t.tps_std = std_or_nan(tps);
   }
 
-  // Communication over the measured steps of every trial and rank.
+  // Communication over the measured steps of every trial and rank. The bandwidth divides by the transfer
+  // time (blocked after every rank arrived); rows whose split is unknown (NaN) are left out of it.
   const auto* exposed = col("comm_exposed_s");
+  const auto* transfer = col("transfer_s");
   if (!exposed) return;
   std::array<double, kCollectives> bytes{};
   std::array<const std::vector<double>*, kCollectives> bcol{};
   for (int k = 0; k < kCollectives; ++k) bcol[k] = col((std::string("bytes_") + kCollectiveNames[k]).c_str());
-  double exposed_sum = 0, weighted = 0;
-  size_t rows = 0;
+  double exposed_sum = 0, transfer_sum = 0, weighted = 0;
+  size_t rows = 0, transfer_rows = 0;
   const int world = known(t.world) ? int(t.world) : 1;
   for (size_t i = 0; i < n; ++i) {
     if ((*step)[i] < warm) continue;
     ++rows;
     exposed_sum += (*exposed)[i];
+    const bool split = transfer && known((*transfer)[i]);
+    if (split) {
+      ++transfer_rows;
+      transfer_sum += (*transfer)[i];
+    }
     for (int k = 0; k < kCollectives; ++k) {
       if (!bcol[k]) continue;
       bytes[k] += (*bcol[k])[i];
-      weighted += (*bcol[k])[i] * bus_factor(kCollectiveNames[k], world);
+      if (split) weighted += (*bcol[k])[i] * bus_factor(kCollectiveNames[k], world);
     }
   }
   if (rows == 0) return;
@@ -100,7 +109,64 @@ void fill_from_steps(TrainRow& t, const RunRecord& r) {
     }
   }
   t.comm_exposed_mean_s = exposed_sum / double(rows);
-  if (weighted > 0 && exposed_sum > 0) t.achieved_busbw_GBps = weighted / exposed_sum / 1e9;
+  if (transfer_rows > 0) t.transfer_mean_s = transfer_sum / double(transfer_rows);
+  if (weighted > 0 && transfer_sum > 0) t.achieved_busbw_GBps = weighted / transfer_sum / 1e9;
+}
+
+// Stragglers from compute time and the per-rank means, from /metrics/steps (measured steps of every
+// trial; a step counts only when every rank has a row).
+void fill_stragglers(TrainRow& t, const RunRecord& r, double threshold) {
+  const Columns& s = r.steps;
+  const char* need[] = {"trial", "step", "rank", "compute_s", "wait_peers_s", "transfer_s",
+                        "data_s", "forward_s", "backward_s", "optimizer_s"};
+  for (const char* c : need)
+    if (!s.count(c)) return;
+  if (!known(t.world) || t.world < 1) return;
+  const size_t world = size_t(t.world);
+  const auto &trial = s.at("trial"), &step = s.at("step"), &rank = s.at("rank");
+  const int warm = warmup_steps(r);
+  // (trial, step) -> row index per rank
+  std::map<std::pair<int, int64_t>, std::vector<long>> by_step;
+  for (size_t i = 0; i < step.size(); ++i) {
+    if (step[i] < warm || rank[i] < 0 || size_t(rank[i]) >= world) continue;
+    auto& v = by_step[{int(trial[i]), int64_t(step[i])}];
+    if (v.empty()) v.assign(world, -1);
+    v[size_t(rank[i])] = long(i);
+  }
+  const char* phase_cols[] = {"data_s", "forward_s", "backward_s", "optimizer_s"};  // compute phases
+  std::vector<std::vector<double>> compute;
+  std::vector<std::vector<double>> phase_sum(4, std::vector<double>(world, 0.0));
+  std::vector<RankStat> ranks(world);
+  for (auto& rs : ranks) rs.compute_s = rs.wait_s = rs.transfer_s = rs.data_s = 0;
+  for (const auto& [key, idx] : by_step) {
+    if (std::find(idx.begin(), idx.end(), -1L) != idx.end()) continue;
+    compute.emplace_back();
+    for (size_t w = 0; w < world; ++w) {
+      const size_t i = size_t(idx[w]);
+      compute.back().push_back(s.at("compute_s")[i]);
+      ranks[w].compute_s += s.at("compute_s")[i];
+      ranks[w].wait_s += s.at("wait_peers_s")[i];
+      ranks[w].transfer_s += s.at("transfer_s")[i];
+      ranks[w].data_s += s.at("data_s")[i];
+      for (int p = 0; p < 4; ++p) phase_sum[p][w] += s.at(phase_cols[p])[i];
+    }
+  }
+  if (compute.empty()) return;
+  const double n = double(compute.size());
+  for (auto& rs : ranks) {
+    rs.compute_s /= n;
+    rs.wait_s /= n;
+    rs.transfer_s /= n;
+    rs.data_s /= n;
+  }
+  for (auto& p : phase_sum)
+    for (double& v : p) v /= n;
+  t.stragglers = metrics::summarize_stragglers(compute, threshold, phase_sum);
+  for (const auto& st : t.stragglers.steps)
+    if (st.ratio >= threshold) ++ranks[st.slowest_rank].slowest_steps;
+  t.ranks = ranks;
+  t.straggler_steps_measured = int(compute.size());
+  t.has_stragglers = true;
 }
 
 TrainRow make_row(const RunRecord& r) {
@@ -148,8 +214,10 @@ TrainRow make_row(const RunRecord& r) {
     else all = false;
   }
   t.other_share = all ? 1.0 - sum : NAN;
-  t.straggler = num(m, "straggler_ratio");
-  t.slowest_rank = num(m, "slowest_rank");
+  if (known(t.step_rank_median) && t.step_rank_median > 0) {
+    t.wait_share = num(m, "wait_peers_s_rank_median") / t.step_rank_median;
+    t.transfer_share = num(m, "transfer_s_rank_median") / t.step_rank_median;
+  }
   fill_from_steps(t, r);
   return t;
 }
@@ -222,10 +290,11 @@ std::vector<std::string> comm_evidence(const TrainRow& t, const std::vector<cons
   std::string s = strformat("%s moved %s per rank per step", op.c_str(),
                             human_bytes(t.bytes_per_rank_step[t.dominant_op]).c_str());
   if (known(t.achieved_busbw_GBps)) {
-    s += strformat(", i.e. %s bus bandwidth over the exposed communication time (%s per step)",
-                   bandwidth(t.achieved_busbw_GBps).c_str(), strformat("%.3g ms", 1e3 * t.comm_exposed_mean_s).c_str());
+    s += strformat(", i.e. %s bus bandwidth over the transfer time (%s per step blocked after every rank "
+                   "arrived)",
+                   bandwidth(t.achieved_busbw_GBps).c_str(), strformat("%.3g ms", 1e3 * t.transfer_mean_s).c_str());
   } else {
-    s += ", with no exposed communication time (fully overlapped)";
+    s += ", with no transfer time (fully overlapped, or the wait/transfer split is unknown)";
   }
   const CommReference& ref = t.reference;
   if (ref.run) {
@@ -236,8 +305,9 @@ std::vector<std::string> comm_evidence(const TrainRow& t, const std::vector<cons
       const double ratio = t.achieved_busbw_GBps / ref.busbw_GBps;
       s += strformat(" (achieved/benchmark = %.2g%%)", 100.0 * ratio);
       if (ratio < rules.bandwidth_low)
-        s += strformat(": far below the benchmark (< %.0f%%), so the exposed time is mostly not spent moving bytes "
-                       "but waiting (for slower ranks, or per-call latency of small messages)",
+        s += strformat(": far below the benchmark (< %.0f%%), so the transfer time is mostly not spent moving "
+                       "bytes (per-call latency of small messages, progress of non-blocking collectives, or a "
+                       "slowed link)",
                        100 * rules.bandwidth_low);
       else if (ratio >= rules.bandwidth_high)
         s += strformat(": at least %.0f%% of the benchmark, so the link bandwidth itself is the limit (fewer bytes "
@@ -362,56 +432,110 @@ CounterSummary summarize_counters(const RunRecord& r, int warm) {
   return out;
 }
 
-Attribution attribute(const std::array<double, kPhases>& share, double straggler, double slowest_rank,
-                      double mfu, const std::vector<std::string>& comm_ev, const AttributionRules& rules) {
+namespace {
+
+std::string ms_text(double s) { return known(s) ? strformat("%.3g ms", 1e3 * s) : "n/a"; }
+
+// The straggler sentence: who, by how much, in which phase, how often, and what it costs the others.
+std::string straggler_sentence(const AttributionInput& in, const AttributionRules& rules) {
+  const metrics::StragglerSummary& g = in.stragglers;
+  const size_t named = g.named_rank;
+  std::vector<double> others;
+  for (size_t r = 0; r < in.rank_compute_s.size(); ++r)
+    if (r != named) others.push_back(in.rank_compute_s[r]);
+  const double mine = named < in.rank_compute_s.size() ? in.rank_compute_s[named] : NAN;
+  const double rest = others.empty() ? NAN : metrics::median(others);
+  std::string s;
+  if (g.kind == "persistent") {
+    s = strformat("rank %zu computes %.2fx as long as the other ranks (%s vs %s per step, their median); it is the "
+                  "slowest, with a step straggler ratio of at least %.2f, in %zu of %d measured steps (a persistent "
+                  "straggler)",
+                  named, g.factor, ms_text(mine).c_str(), ms_text(rest).c_str(), rules.straggler_ratio,
+                  g.named_steps, in.measured_steps);
+    if (g.phase >= 0)
+      s += strformat("; its largest excess is in %s (+%s per step)", kComputePhaseNames[size_t(g.phase)],
+                     ms_text(g.phase_excess_s).c_str());
+  } else {
+    s = strformat("no single slow rank: in the median step the straggler ratio is %.3f (threshold %.2f), but the slowest rank changes from step to step (rank %zu in %zu of %d measured steps; "
+                  "the slowest on average computes %.2fx the others)",
+                  g.step_ratio_median, rules.straggler_ratio, named, g.named_steps, in.measured_steps, g.factor);
+  }
+  s += strformat("; straggler ratio %.3f (slowest / median rank's mean compute; median step %.3f, threshold %.2f); "
+                 "the ranks wait for it: waiting for peers is %.0f%% of the step",
+                 g.ratio, g.step_ratio_median, rules.straggler_ratio, pct(in.wait_share));
+  return s;
+}
+
+}  // namespace
+
+Attribution attribute(const AttributionInput& in, const AttributionRules& rules) {
   Attribution a;
-  for (double s : share)
+  for (double s : in.share)
     if (!known(s)) {
       a.verdict = "n/a";
       a.evidence.push_back("the phase timings (<phase>_s_rank_median) are missing from /metrics/summary");
       return a;
     }
-  const double data = share[0], comm = share[3];
-  const double compute = share[1] + share[2] + share[4];
-  const bool data_hit = data >= rules.data_share;
-  const bool comm_hit = comm >= rules.comm_share;
-  const bool strag_hit = known(straggler) && straggler >= rules.straggler_ratio;
-  const double data_w = data_hit ? data : -1;
-  const double sync_w = (comm_hit || strag_hit) ? std::max(comm, known(straggler) ? straggler - 1.0 : 0.0) : -1;
-
-  const std::string data_sentence =
-      strformat("building the batches (data) is %.0f%% of the step (threshold %.0f%%)", pct(data),
-                pct(rules.data_share));
-  std::string sync_sentence;
-  if (comm_hit)
-    sync_sentence = strformat("exposed communication is %.0f%% of the step (threshold %.0f%%)", pct(comm),
-                              pct(rules.comm_share));
-  if (strag_hit) {
-    if (!sync_sentence.empty()) sync_sentence += "; ";
-    sync_sentence += strformat("the slowest rank (%d) needs %.2fx the median rank's step time (threshold %.2fx), "
-                               "so the others wait for it in the collectives",
-                               int(slowest_rank), straggler, rules.straggler_ratio);
+  if (!known(in.wait_share) || !known(in.transfer_share) || !in.has_stragglers) {
+    a.verdict = "n/a";
+    a.evidence.push_back("the split of the blocked time (wait_peers_s, transfer_s) or compute_s is missing or "
+                         "unknown (the ranks' collective timelines did not match)");
+    return a;
   }
-
-  if (data_w < 0 && sync_w < 0) {
+  const metrics::StragglerSummary& g = in.stragglers;
+  const double data = in.share[0], comm = in.share[3];
+  const double compute = in.share[1] + in.share[2] + in.share[4];
+  // Each cause that reaches its threshold, with the share of the step it costs.
+  struct Cause {
+    const char* verdict;
+    double weight;
+    std::string sentence;
+  };
+  std::vector<Cause> hits;
+  if (data >= rules.data_share)
+    hits.push_back({"data-bound", data,
+                    strformat("building the batches (data) is %.0f%% of the step (threshold %.0f%%); forward + "
+                              "backward + optimizer are %.0f%%",
+                              pct(data), pct(rules.data_share), pct(compute))});
+  if (known(g.step_ratio_median) && g.step_ratio_median >= rules.straggler_ratio)
+    hits.push_back({"straggler-bound", in.wait_share, straggler_sentence(in, rules)});
+  if (in.transfer_share >= rules.transfer_share)
+    hits.push_back({"communication-bound", in.transfer_share,
+                    strformat("the ranks arrive together (waiting for peers is %.0f%% of the step) yet stay blocked "
+                              "%.0f%% of the step after the last one arrived (transfer, threshold %.0f%%)",
+                              pct(in.wait_share), pct(in.transfer_share), pct(rules.transfer_share))});
+  if (hits.empty()) {
     a.verdict = "compute-bound";
-    std::string s = strformat("forward + backward + optimizer are %.0f%% of the step; data %.0f%% and exposed "
-                              "communication %.0f%% are below their %.0f%% thresholds",
-                              pct(compute), pct(data), pct(comm), pct(rules.data_share));
-    if (known(straggler)) s += strformat("; straggler ratio %.2f (< %.2f)", straggler, rules.straggler_ratio);
-    if (known(mfu)) s += strformat("; MFU %.1f%%", pct(mfu));
+    std::string s = strformat("forward + backward + optimizer are %.0f%% of the step; data %.0f%% and transfer %.0f%% "
+                              "are below their thresholds (%.0f%%, %.0f%%), waiting for peers is %.0f%%",
+                              pct(compute), pct(data), pct(in.transfer_share), pct(rules.data_share),
+                              pct(rules.transfer_share), pct(in.wait_share));
+    if (known(g.step_ratio_median))
+      s += strformat("; the median step's straggler ratio is %.3f (< %.2f)", g.step_ratio_median,
+                     rules.straggler_ratio);
+    if (known(in.mfu)) s += strformat("; MFU %.1f%%", pct(in.mfu));
     a.evidence.push_back(s);
-  } else if (data_w >= sync_w) {
-    a.verdict = "data-bound";
-    a.evidence.push_back(data_sentence + strformat("; forward + backward + optimizer are %.0f%%", pct(compute)));
-    if (sync_w >= 0) a.evidence.push_back("also synchronization: " + sync_sentence);
   } else {
-    a.verdict = "synchronization-bound";
-    a.evidence.push_back(sync_sentence);
-    if (data_w >= 0) a.evidence.push_back("also data: " + data_sentence);
+    // The largest cost wins (the first listed among equals); the others are named.
+    const auto win = std::max_element(hits.begin(), hits.end(),
+                                      [](const Cause& x, const Cause& y) { return x.weight < y.weight; });
+    a.verdict = win->verdict;
+    a.evidence.push_back(win->sentence);
+    for (const auto& h : hits) {
+      if (&h == &*win) continue;
+      std::string what = h.verdict;
+      what = what.substr(0, what.find('-'));
+      a.evidence.push_back("also " + what + ": " + h.sentence);
+    }
   }
-  if (!(data_w < 0 && sync_w < 0) || comm > 0)
-    for (const auto& e : comm_ev) a.evidence.push_back(e);
+  if (g.kind == "hiccup")
+    a.evidence.push_back(strformat("hiccups, not a straggler: %zu of %d measured steps had a rank computing at least "
+                                   "%.2fx the median rank's (rank %d in %zu of them), the median step did not "
+                                   "(%.3f)",
+                                   g.steps_over, in.measured_steps, rules.straggler_ratio, g.top_rank, g.top_steps,
+                                   g.step_ratio_median));
+  if (a.verdict != "compute-bound" || comm > 0)
+    for (const auto& e : in.comm_evidence) a.evidence.push_back(e);
   return a;
 }
 
@@ -419,8 +543,12 @@ Analysis analyze(const std::vector<RunRecord>& runs, const AttributionRules& rul
   Analysis a;
   a.rules = rules;
   for (const auto& r : runs) {
-    if (r.is_train()) a.train.push_back(make_row(r));
-    else a.comm.push_back(&r);
+    if (r.is_train()) {
+      a.train.push_back(make_row(r));
+      if (r.completed()) fill_stragglers(a.train.back(), r, rules.straggler_ratio);
+    } else {
+      a.comm.push_back(&r);
+    }
   }
 
   // Configurations: completed training runs with equal workload keys.
@@ -481,8 +609,17 @@ Analysis analyze(const std::vector<RunRecord>& runs, const AttributionRules& rul
   for (auto& t : a.train) {
     if (!t.run->completed()) continue;
     t.reference = find_reference(t, a.comm);
-    t.attribution =
-        attribute(t.phase_share, t.straggler, t.slowest_rank, t.mfu, comm_evidence(t, a.comm, rules), rules);
+    AttributionInput in;
+    in.share = t.phase_share;
+    in.wait_share = t.wait_share;
+    in.transfer_share = t.transfer_share;
+    in.has_stragglers = t.has_stragglers;
+    in.stragglers = t.stragglers;
+    for (const auto& rs : t.ranks) in.rank_compute_s.push_back(rs.compute_s);
+    in.measured_steps = t.straggler_steps_measured;
+    in.mfu = t.mfu;
+    in.comm_evidence = comm_evidence(t, a.comm, rules);
+    t.attribution = attribute(in, rules);
   }
 
   // Provenance differences between the compared runs (every completed input).

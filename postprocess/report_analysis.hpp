@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "lorabench/metrics/stats.hpp"
 #include "report_data.hpp"
 
 namespace lorabench::report {
@@ -19,6 +20,9 @@ inline constexpr std::array<const char*, kPhases> kPhaseKeys = {"data", "forward
 inline constexpr std::array<const char*, kPhases> kPhaseLabels = {"data", "forward", "backward", "comm (exposed)",
                                                                   "optimizer"};
 
+// The phases whose excess locates a straggler (metrics::StragglerSummary::phase indexes these).
+extern const std::array<const char*, 4> kComputePhaseNames;
+
 // Collectives as in the bytes_* step columns and /comm/op_names.
 inline constexpr int kCollectives = 5;
 inline constexpr std::array<const char*, kCollectives> kCollectiveNames = {"all_reduce", "reduce_scatter", "all_gather",
@@ -29,17 +33,42 @@ double bus_factor(const std::string& op, int ranks);
 
 // Thresholds of the bottleneck attribution (docs/report.md, "Bottleneck attribution").
 struct AttributionRules {
-  double data_share = 0.20;       // data-bound when data_s is at least this share of the step
-  double comm_share = 0.20;       // synchronization-bound when exposed comm is at least this share
-  double straggler_ratio = 1.10;  // ... or when the slowest rank is this much slower than the median rank
+  double data_share = 0.20;      // data-bound when data_s is at least this share of the step
+  double transfer_share = 0.20;  // communication-bound when the blocked time after every rank arrived is
+                                 // at least this share of the step
+  // straggler-bound when the median step's slowest rank computes at least this much longer than the
+  // median rank (the per-step straggler ratio of compute time)
+  double straggler_ratio = metrics::kStragglerThreshold;
   // Reading of the achieved bus bandwidth against the collective benchmark (evidence only, not verdicts):
-  double bandwidth_low = 0.25;    // below: the exposed time is waiting / latency, not bandwidth
-  double bandwidth_high = 0.75;   // at or above: the link bandwidth is the limit
+  double bandwidth_low = 0.25;   // below: the transfer time is latency or progress, not bandwidth
+  double bandwidth_high = 0.75;  // at or above: the link bandwidth is the limit
 };
 
 struct Attribution {
-  std::string verdict;                 // "compute-bound", "data-bound", "synchronization-bound", or "n/a"
-  std::vector<std::string> evidence;   // sentences with the numbers that decided it
+  // "compute-bound", "data-bound", "straggler-bound", "communication-bound", or "n/a"
+  std::string verdict;
+  std::vector<std::string> evidence;  // sentences with the numbers that decided it
+};
+
+// What the attribution rule reads (all shares are of the rank-median step time).
+struct AttributionInput {
+  std::array<double, kPhases> share{};  // data, forward, backward, comm (exposed), optimizer
+  double wait_share = NAN;              // wait_peers_s_rank_median: blocked before the last rank arrived
+  double transfer_share = NAN;          // transfer_s_rank_median: blocked after every rank arrived
+  // Stragglers from compute time (metrics::summarize_stragglers over the measured steps), and each
+  // rank's mean compute_s; absent (has_stragglers false) in a run without those columns.
+  bool has_stragglers = false;
+  metrics::StragglerSummary stragglers;
+  std::vector<double> rank_compute_s;
+  int measured_steps = 0;  // steps (all trials) behind the straggler summary
+  double mfu = NAN;
+  std::vector<std::string> comm_evidence;  // sentences about bandwidth (may be empty)
+};
+
+// Per rank of a run, over its measured steps (all trials).
+struct RankStat {
+  double compute_s = NAN, wait_s = NAN, transfer_s = NAN, data_s = NAN;  // means per step
+  size_t slowest_steps = 0;  // steps in which it was the slowest by at least the straggler threshold
 };
 
 // The collective benchmark row a training run's communication is compared with.
@@ -70,12 +99,21 @@ struct TrainRow {
   double step_rank_median = NAN;
   std::array<double, kPhases> phase_share{};
   double other_share = NAN;
-  double straggler = NAN, slowest_rank = NAN;
+  // The two parts of comm (exposed): wait_peers_s_rank_median and transfer_s_rank_median over the step.
+  double wait_share = NAN, transfer_share = NAN;
+
+  // Stragglers from compute time, recomputed from /metrics/steps over the measured steps of every trial
+  // with the rules' threshold (absent without the compute_s column).
+  bool has_stragglers = false;
+  metrics::StragglerSummary stragglers;
+  int straggler_steps_measured = 0;
+  std::vector<RankStat> ranks;  // index = rank
 
   // Communication over the measured steps (all ranks).
   std::array<double, kCollectives> bytes_per_rank_step{};  // mean payload bytes per rank per step
   double comm_exposed_mean_s = NAN;                        // mean comm_exposed_s per rank per step
-  double achieved_busbw_GBps = NAN;  // sum(bytes x bus factor) / sum(comm_exposed_s) / 1e9
+  double transfer_mean_s = NAN;                            // mean transfer_s per rank per step
+  double achieved_busbw_GBps = NAN;  // sum(bytes x bus factor) / sum(transfer_s) / 1e9
   int dominant_op = -1;              // index into kCollectiveNames with the most bytes
   CommReference reference;
 
@@ -137,9 +175,7 @@ int warmup_steps(const RunRecord& r);
 
 Analysis analyze(const std::vector<RunRecord>& runs, const AttributionRules& rules = {});
 
-// The attribution rule alone (unit-tested): shares of the step, straggler ratio and the evidence
-// sentences about communication bandwidth (may be empty).
-Attribution attribute(const std::array<double, kPhases>& share, double straggler, double slowest_rank,
-                      double mfu, const std::vector<std::string>& comm_evidence, const AttributionRules& rules);
+// The attribution rule alone (unit-tested; docs/report.md).
+Attribution attribute(const AttributionInput& in, const AttributionRules& rules);
 
 }  // namespace lorabench::report

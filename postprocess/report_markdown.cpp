@@ -288,35 +288,61 @@ void section_memory(std::ostringstream& o, const Analysis& a) {
 void section_phases(std::ostringstream& o, const Analysis& a) {
   o << "## Phase breakdown\n\n";
   o << "Share of the step per phase: `<phase>_s_rank_median / step_time_rank_median_s` (per-rank means over the "
-       "measured steps, median over ranks); *other* = 100% - the five phases. Straggler ratio = slowest rank's "
-       "mean step time / median rank's.\n\n";
+       "measured steps, median over ranks); *other* = 100% - the five phases. The exposed communication splits "
+       "into *wait for peers* (blocked before the last rank arrived at the collective) and *transfer* (blocked "
+       "after every rank had arrived). Straggler ratio = slowest rank's mean compute time (step minus blocked "
+       "time) / the median rank's; *stragglers*: balanced, persistent (the same rank slowest in most steps), "
+       "intermittent or hiccup (docs/report.md).\n\n";
   Table t({"run", "strategy", "world", "step (rank median, ms)", "data", "forward", "backward", "comm (exposed)",
-           "optimizer", "other", "straggler ratio", "slowest rank"});
+           "wait for peers", "transfer", "optimizer", "other", "straggler ratio", "slowest rank", "stragglers"});
+  Table ranks({"run", "rank", "compute (ms)", "wait for peers (ms)", "transfer (ms)", "data (ms)",
+               "slowest in steps"});
   for (const auto& r : a.train) {
     if (!r.run->completed()) continue;
     std::vector<std::string> row = {r.run->name, r.strategy, intish(r.world), ms(r.step_rank_median)};
-    for (double s : r.phase_share) row.push_back(fmt_pct(s));
+    for (int p = 0; p < kPhases; ++p) {
+      row.push_back(fmt_pct(r.phase_share[size_t(p)]));
+      if (p == 3) {
+        row.push_back(fmt_pct(r.wait_share));
+        row.push_back(fmt_pct(r.transfer_share));
+      }
+    }
     row.push_back(fmt_pct(r.other_share));
-    row.push_back(known(r.straggler) ? strformat("%.3f", r.straggler) : kNA);
-    row.push_back(intish(r.slowest_rank));
+    const auto& g = r.stragglers;
+    row.push_back(r.has_stragglers && known(g.ratio) ? strformat("%.3f", g.ratio) : kNA);
+    row.push_back(r.has_stragglers ? strformat("%zu", g.slowest_rank) : kNA);
+    row.push_back(r.has_stragglers ? g.kind : kNA);
     t.add(row);
+    if (r.world < 2) continue;
+    for (size_t k = 0; k < r.ranks.size(); ++k) {
+      const RankStat& rs = r.ranks[k];
+      ranks.add({r.run->name, strformat("%zu", k), ms(rs.compute_s), ms(rs.wait_s), ms(rs.transfer_s), ms(rs.data_s),
+                 strformat("%zu of %d", rs.slowest_steps, r.straggler_steps_measured)});
+    }
   }
   if (t.empty()) {
     o << "No completed training runs.\n\n";
     return;
   }
   o << t.str() << "\n";
+  if (!ranks.empty()) {
+    o << strformat("Per rank (runs with several ranks): means per measured step; *slowest in steps*: steps in which "
+                   "the rank computed longest with a step straggler ratio of at least %.2f.\n\n",
+                   a.rules.straggler_ratio);
+    o << ranks.str() << "\n";
+  }
 }
 
 void section_attribution(std::ostringstream& o, const Analysis& a) {
   o << "## Bottleneck attribution\n\n";
   const auto& R = a.rules;
-  o << strformat("Rules (docs/report.md): *data-bound* when data is at least %.0f%% of the step; "
-                 "*synchronization-bound* when exposed communication is at least %.0f%% of the step or the "
-                 "straggler ratio is at least %.2f; when both hold, the larger share wins (straggler counted as "
-                 "ratio - 1); otherwise *compute-bound*. Achieved bus bandwidth = sum over the measured steps of "
-                 "bytes_<op> x bus factor / sum of comm_exposed_s.\n\n",
-                 100 * R.data_share, 100 * R.comm_share, R.straggler_ratio);
+  o << strformat("Rules (docs/report.md): *data-bound* when data is at least %.0f%% of the step; *straggler-bound* "
+                 "when, in the median step, the slowest rank computes at least %.2fx the median rank's compute "
+                 "time; *communication-bound* when the ranks stay blocked at least %.0f%% of the step after the "
+                 "last rank arrived (transfer); when several hold, the largest cost wins (data share, the wait "
+                 "for peers share, the transfer share); otherwise *compute-bound*. Achieved bus bandwidth = sum "
+                 "over the measured steps of bytes_<op> x bus factor / sum of transfer_s.\n\n",
+                 100 * R.data_share, R.straggler_ratio, 100 * R.transfer_share);
   bool any = false;
   for (const auto& r : a.train) {
     if (!r.run->completed()) continue;

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "commands.hpp"
+#include "lorabench/comm/delayed_communicator.hpp"
 #include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/comm/nccl_communicator.hpp"
 #include "lorabench/comm/topology.hpp"
@@ -166,6 +167,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
     throw ConfigError("parallel.backend: nccl needs the model on CUDA devices, and lorabench's training path "
                       "runs on CPU tensors only (the NCCL backend serves `lorabench comm`; use mpi to train)");
   std::unique_ptr<comm::Communicator> comm = comm::make_mpi_communicator(mpi.world());
+  if (cfg.fault.comm_delay_ms > 0) comm = comm::make_delayed_communicator(std::move(comm), cfg.fault.comm_delay_ms / 1000.0);
 
   // The run directory: rank 0 creates it; an existing run is never silently overwritten. Resuming
   // (checkpoint.resume) continues in an existing directory: its checkpoints stay and the previous run

@@ -1,9 +1,69 @@
 #include "lorabench/comm/communicator.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/sysinfo.hpp"
 
 namespace lorabench::comm {
+
+namespace {
+
+// A collective recorded in the timeline: the backend's Work and the collective's timeline number.
+class TimedWork final : public Work {
+ public:
+  TimedWork(std::unique_ptr<Work> inner, int64_t seq) : inner_(std::move(inner)), seq_(seq) {}
+  void wait() override { inner_->wait(); }
+  bool test() override { return inner_->test(); }
+  int64_t seq() const { return seq_; }
+
+ private:
+  std::unique_ptr<Work> inner_;
+  int64_t seq_;
+};
+
+class HostSyncTimer final : public SyncTimer {
+ public:
+  int64_t mark() override {
+    marks_.push_back(sys::now_s());
+    return static_cast<int64_t>(marks_.size()) - 1;
+  }
+  std::vector<double> resolve() override {
+    std::vector<double> out;
+    out.swap(marks_);
+    return out;
+  }
+
+ private:
+  std::vector<double> marks_;
+};
+
+}  // namespace
+
+std::unique_ptr<SyncTimer> make_host_sync_timer() { return std::make_unique<HostSyncTimer>(); }
+
+std::vector<double> wait_for_peers(const std::vector<std::vector<CollectiveTiming>>& per_rank,
+                                   const std::vector<double>& offset_s) {
+  const size_t world = per_rank.size();
+  LB_CHECK(offset_s.size() == world, "one clock offset per rank");
+  std::vector<double> wait(world, 0.0);
+  if (world == 0) return wait;
+  const size_t n = per_rank[0].size();
+  for (const auto& r : per_rank)
+    if (r.size() != n) return {};
+  for (size_t i = 0; i < n; ++i) {
+    double last = -INFINITY;
+    for (size_t r = 0; r < world; ++r) last = std::max(last, per_rank[r][i].arrive_s - offset_s[r]);
+    for (size_t r = 0; r < world; ++r) {
+      const CollectiveTiming& c = per_rank[r][i];
+      if (!(c.blocked_s > 0) || !std::isfinite(c.block_begin_s)) continue;
+      const double before_last = last - (c.block_begin_s - offset_s[r]);
+      wait[r] += std::min(c.blocked_s, std::max(0.0, before_last));
+    }
+  }
+  return wait;
+}
 
 size_t dtype_size(DataType t) {
   switch (t) {
@@ -65,36 +125,39 @@ void Communicator::account(CollectiveKind kind, size_t bytes) {
   stats_.bytes[static_cast<int>(kind)] += static_cast<int64_t>(bytes);
 }
 
+std::unique_ptr<Work> Communicator::issue(CollectiveKind kind, size_t bytes,
+                                          const std::function<std::unique_ptr<Work>()>& start) {
+  if (before_issue_) before_issue_();
+  const int64_t seq = timeline_on_ ? record_arrival(static_cast<int>(kind), static_cast<int64_t>(bytes)) : -1;
+  auto w = start();
+  account(kind, bytes);
+  if (seq < 0) return w;
+  return std::make_unique<TimedWork>(std::move(w), seq);
+}
+
 std::unique_ptr<Work> Communicator::all_reduce_async(void* buf, size_t count, DataType t, ReduceOp op) {
-  auto w = do_all_reduce(buf, count, t, op);
-  account(CollectiveKind::kAllReduce, count * dtype_size(t));
-  return w;
+  return issue(CollectiveKind::kAllReduce, count * dtype_size(t), [&] { return do_all_reduce(buf, count, t, op); });
 }
 
 std::unique_ptr<Work> Communicator::reduce_scatter_async(const void* send, void* recv, size_t recv_count,
                                                          DataType t, ReduceOp op) {
-  auto w = do_reduce_scatter(send, recv, recv_count, t, op);
-  account(CollectiveKind::kReduceScatter, recv_count * size() * dtype_size(t));
-  return w;
+  return issue(CollectiveKind::kReduceScatter, recv_count * size() * dtype_size(t),
+               [&] { return do_reduce_scatter(send, recv, recv_count, t, op); });
 }
 
 std::unique_ptr<Work> Communicator::all_gather_async(const void* send, void* recv, size_t send_count, DataType t) {
-  auto w = do_all_gather(send, recv, send_count, t);
-  account(CollectiveKind::kAllGather, send_count * dtype_size(t));
-  return w;
+  return issue(CollectiveKind::kAllGather, send_count * dtype_size(t),
+               [&] { return do_all_gather(send, recv, send_count, t); });
 }
 
 std::unique_ptr<Work> Communicator::broadcast_async(void* buf, size_t count, DataType t, int root) {
   LB_CHECK(root >= 0 && root < size(), "broadcast root out of range");
-  auto w = do_broadcast(buf, count, t, root);
-  account(CollectiveKind::kBroadcast, count * dtype_size(t));
-  return w;
+  return issue(CollectiveKind::kBroadcast, count * dtype_size(t), [&] { return do_broadcast(buf, count, t, root); });
 }
 
 std::unique_ptr<Work> Communicator::all_to_all_async(const void* send, void* recv, size_t count, DataType t) {
-  auto w = do_all_to_all(send, recv, count, t);
-  account(CollectiveKind::kAllToAll, count * size() * dtype_size(t));
-  return w;
+  return issue(CollectiveKind::kAllToAll, count * size() * dtype_size(t),
+               [&] { return do_all_to_all(send, recv, count, t); });
 }
 
 std::unique_ptr<Work> Communicator::all_to_allv_async(const void* send, const std::vector<size_t>& send_counts,
@@ -104,15 +167,12 @@ std::unique_ptr<Work> Communicator::all_to_allv_async(const void* send, const st
            "all_to_allv needs one count per rank");
   size_t total = 0;
   for (auto c : send_counts) total += c;
-  auto w = do_all_to_allv(send, send_counts, recv, recv_counts, t);
-  account(CollectiveKind::kAllToAll, total * dtype_size(t));
-  return w;
+  return issue(CollectiveKind::kAllToAll, total * dtype_size(t),
+               [&] { return do_all_to_allv(send, send_counts, recv, recv_counts, t); });
 }
 
 std::unique_ptr<Work> Communicator::barrier_async() {
-  auto w = do_barrier();
-  account(CollectiveKind::kBarrier, 0);
-  return w;
+  return issue(CollectiveKind::kBarrier, 0, [&] { return do_barrier(); });
 }
 
 std::unique_ptr<Work> Communicator::do_all_to_all(const void* send, void* recv, size_t count, DataType t) {
@@ -120,11 +180,71 @@ std::unique_ptr<Work> Communicator::do_all_to_all(const void* send, void* recv, 
   return do_all_to_allv(send, counts, recv, counts, t);
 }
 
+int64_t Communicator::record_arrival(int kind, int64_t bytes) {
+  if (!timer_) timer_ = make_host_sync_timer();
+  PendingTiming p;
+  p.kind = kind;
+  p.bytes = bytes;
+  p.arrive = timer_->mark();
+  pending_.push_back(p);
+  return first_seq_ + static_cast<int64_t>(pending_.size()) - 1;
+}
+
 void Communicator::wait(const std::unique_ptr<Work>& w) {
   LB_CHECK(w != nullptr, "wait on a null Work");
   double t0 = sys::now_s();
+  // The timeline entry of w, unless the timeline is off or the entry was taken already.
+  int64_t entry = -1;
+  if (timeline_on_) {
+    if (const auto* tw = dynamic_cast<const TimedWork*>(w.get())) {
+      entry = tw->seq() - first_seq_;
+      if (entry < 0 || entry >= static_cast<int64_t>(pending_.size()) || pending_[entry].begin >= 0) entry = -1;
+    }
+  }
+  if (entry >= 0) pending_[entry].begin = timer_->mark();
   w->wait();
+  if (entry >= 0) pending_[entry].end = timer_->mark();
   stats_.wait_s += sys::now_s() - t0;
+}
+
+void Communicator::timed_external(const std::function<void()>& call) {
+  if (before_issue_) before_issue_();
+  const double t0 = sys::now_s();
+  int64_t entry = -1;
+  if (timeline_on_) {
+    entry = record_arrival(kControlCollective, 0) - first_seq_;
+    pending_[entry].begin = pending_[entry].arrive;  // blocking: blocked from the moment it arrives
+  }
+  call();
+  if (entry >= 0) pending_[entry].end = timer_->mark();
+  stats_.wait_s += sys::now_s() - t0;
+}
+
+std::vector<CollectiveTiming> Communicator::take_timeline() {
+  std::vector<CollectiveTiming> out;
+  if (!timer_) return out;
+  const std::vector<double> t = timer_->resolve();
+  auto at = [&](int64_t i) { return i >= 0 && i < static_cast<int64_t>(t.size()) ? t[i] : NAN; };
+  out.reserve(pending_.size());
+  for (const auto& p : pending_) {
+    CollectiveTiming c;
+    c.kind = p.kind;
+    c.bytes = p.bytes;
+    c.arrive_s = at(p.arrive);
+    c.block_begin_s = p.begin >= 0 && p.end >= 0 ? at(p.begin) : NAN;
+    c.blocked_s = p.begin >= 0 && p.end >= 0 ? at(p.end) - at(p.begin) : 0.0;
+    out.push_back(c);
+  }
+  first_seq_ += static_cast<int64_t>(pending_.size());
+  pending_.clear();
+  return out;
+}
+
+void Communicator::set_sync_timer(std::unique_ptr<SyncTimer> timer) {
+  LB_CHECK(timer != nullptr, "set_sync_timer(nullptr)");
+  timer_ = std::move(timer);
+  first_seq_ += static_cast<int64_t>(pending_.size());  // marks of the old timer cannot be resolved any more
+  pending_.clear();
 }
 
 }  // namespace lorabench::comm

@@ -290,6 +290,17 @@ std::vector<OptionSpec> build_table() {
                       "rank that SIGKILLs itself (-1 = none)"));
   t.push_back(int_opt("fault.kill_at_step", &RC::fault, &FaultSection::kill_at_step, -1, -1, imax,
                       "step at whose start kill_rank dies"));
+  t.push_back(int_opt("fault.slow_rank", &RC::fault, &FaultSection::slow_rank, -1, -1, imax,
+                      "rank whose compute is slowed by slow_factor (-1 = none)"));
+  t.push_back(float_opt("fault.slow_factor", &RC::fault, &FaultSection::slow_factor, "1", 1, inf, false,
+                        "slow_rank's forward, backward and optimizer take this many times as long (it sleeps "
+                        "factor - 1 times each measured stretch of compute)"));
+  t.push_back(float_opt("fault.data_delay_ms", &RC::fault, &FaultSection::data_delay_ms, "0", 0, inf, false,
+                        "every rank sleeps this long per micro-batch while building its batches (a slow data "
+                        "pipeline)"));
+  t.push_back(float_opt("fault.comm_delay_ms", &RC::fault, &FaultSection::comm_delay_ms, "0", 0, inf, false,
+                        "every data-plane collective completes this much later than the backend completed it "
+                        "(a slow link; always exposed)"));
   return t;
 }
 
@@ -483,6 +494,14 @@ void validate_run_config(const RunConfig& c, const ValidationContext& ctx) {
                                std::to_string(ctx.world_size) + " ranks");
   if ((c.fault.kill_rank >= 0) != (c.fault.kill_at_step >= 0))
     add("fault.kill_at_step", "fault.kill_rank and fault.kill_at_step must be set together");
+  if (c.fault.slow_rank >= ctx.world_size)
+    add("fault.slow_rank", "rank " + std::to_string(c.fault.slow_rank) + " does not exist in a job of " +
+                               std::to_string(ctx.world_size) + " ranks");
+  if (c.fault.slow_rank >= 0 && c.fault.slow_factor == 1)
+    add("fault.slow_factor", "fault.slow_rank is set but slow_factor is 1 (nothing would be slowed; set a factor > 1)");
+  if (c.fault.slow_rank < 0 && c.fault.slow_factor != 1)
+    add("fault.slow_rank", "fault.slow_factor is " + fmt_float(c.fault.slow_factor) +
+                               " but no rank is chosen (set fault.slow_rank)");
   if (!c.run.name.empty() && (c.run.name.find('/') != std::string::npos || c.run.name == "." || c.run.name == ".."))
     add("run.name", "must be a plain directory name, got \"" + c.run.name + "\"");
   if (!problems.empty()) throw_problems(problems);

@@ -69,6 +69,68 @@ RankSummary summarize_ranks(const std::vector<double>& per_rank) {
   return r;
 }
 
+StragglerSummary summarize_stragglers(const std::vector<std::vector<double>>& compute, double threshold,
+                                      const std::vector<std::vector<double>>& phase_rank_means) {
+  LB_CHECK(!compute.empty() && !compute[0].empty(), "straggler summary of no steps or no ranks");
+  const size_t world = compute[0].size();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  StragglerSummary out;
+  std::vector<double> sums(world, 0.0), ratios;
+  std::vector<size_t> top(world, 0);
+  for (const auto& step : compute) {
+    LB_CHECK(step.size() == world, "every step needs one compute time per rank");
+    const RankSummary rs = summarize_ranks(step);
+    out.steps.push_back({rs.straggler_ratio, rs.slowest_rank});
+    ratios.push_back(rs.straggler_ratio);
+    if (rs.straggler_ratio >= threshold) {
+      ++out.steps_over;
+      ++top[rs.slowest_rank];
+    }
+    for (size_t r = 0; r < world; ++r) sums[r] += step[r];
+  }
+  std::vector<double> means;
+  for (double s : sums) means.push_back(s / static_cast<double>(compute.size()));
+  const RankSummary rs = summarize_ranks(means);
+  out.ratio = rs.straggler_ratio;
+  out.slowest_rank = rs.slowest_rank;
+  // NaN ratios (a median of 0) sort as they come; the median of the finite ones is what matters.
+  std::vector<double> finite;
+  for (double r : ratios)
+    if (std::isfinite(r)) finite.push_back(r);
+  out.step_ratio_median = finite.empty() ? nan : median(finite);
+  if (out.steps_over > 0) {
+    out.top_rank = static_cast<int>(std::max_element(top.begin(), top.end()) - top.begin());
+    out.top_steps = top[static_cast<size_t>(out.top_rank)];
+  }
+  const bool median_over = std::isfinite(out.step_ratio_median) && out.step_ratio_median >= threshold;
+  if (out.steps_over == 0) out.kind = "balanced";
+  else if (!median_over) out.kind = "hiccup";
+  else if (2 * out.top_steps > compute.size()) out.kind = "persistent";
+  else out.kind = "intermittent";
+  out.named_rank = out.kind == "persistent" ? static_cast<size_t>(out.top_rank) : out.slowest_rank;
+  out.named_steps = top[out.named_rank];
+
+  // The named rank against the median of the others.
+  auto others_median = [&](const std::vector<double>& v) {
+    std::vector<double> o;
+    for (size_t r = 0; r < v.size(); ++r)
+      if (r != out.named_rank) o.push_back(v[r]);
+    return o.empty() ? nan : median(o);
+  };
+  const double om = others_median(means);
+  out.factor = std::isfinite(om) && om > 0 ? means[out.named_rank] / om : nan;
+  out.phase_excess_s = nan;
+  for (size_t p = 0; p < phase_rank_means.size(); ++p) {
+    LB_CHECK(phase_rank_means[p].size() == world, "phase means need one value per rank");
+    const double excess = phase_rank_means[p][out.named_rank] - others_median(phase_rank_means[p]);
+    if (std::isfinite(excess) && (out.phase < 0 || excess > out.phase_excess_s)) {
+      out.phase = static_cast<int>(p);
+      out.phase_excess_s = excess;
+    }
+  }
+  return out;
+}
+
 RepeatSummary summarize_repeats(const std::vector<std::vector<double>>& per_trial, size_t warmup_steps) {
   LB_CHECK(!per_trial.empty(), "repeat summary of no trials");
   RepeatSummary r;

@@ -34,6 +34,27 @@ std::vector<double> gather_to_root(MPI_Comm comm, const std::vector<double>& val
   return out;
 }
 
+std::vector<std::vector<double>> gatherv_to_root(MPI_Comm comm, const std::vector<double>& values) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const int n = static_cast<int>(values.size());
+  std::vector<int> counts(rank == 0 ? size : 0), displs(rank == 0 ? size : 0);
+  LB_MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm));
+  int total = 0;
+  for (int r = 0; r < static_cast<int>(counts.size()); ++r) {
+    displs[r] = total;
+    total += counts[r];
+  }
+  std::vector<double> all(static_cast<size_t>(total));
+  LB_MPI_CHECK(MPI_Gatherv(values.data(), n, MPI_DOUBLE, all.data(), counts.data(), displs.data(), MPI_DOUBLE, 0,
+                           comm));
+  std::vector<std::vector<double>> out;
+  for (int r = 0; r < static_cast<int>(counts.size()); ++r)
+    out.emplace_back(all.begin() + displs[r], all.begin() + displs[r] + counts[r]);
+  return out;
+}
+
 std::string broadcast_string(MPI_Comm comm, const std::string& s) {
   long long n = static_cast<long long>(s.size());
   LB_MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, comm));

@@ -2,8 +2,10 @@
 
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <cmath>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #include "lorabench/core/strings.hpp"
@@ -25,16 +27,33 @@ StepRunner::StepRunner(const model::ModelLayout& m, strategy::TrainingStrategy& 
 
 namespace {
 
+void sleep_s(double s) {
+  if (s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(s));
+}
+
 // Attributes every second of a step to exactly one phase, so the phases add up to the step time by
 // construction: the clock runs for one phase at a time, and time spent blocked on the communicator
 // inside another phase (FSDP's gathers in forward, ZeRO's parameter gathers in the optimizer) is moved
 // to comm.
 class PhaseClock {
  public:
-  PhaseClock(const comm::Communicator* comm, std::function<void(int, bool)> hook, double start)
-      : comm_(comm), hook_(std::move(hook)), mark_(start), waits_(waits()) {}
+  PhaseClock(const comm::Communicator* comm, std::function<void(int, bool)> hook, double start, double slow_factor)
+      : comm_(comm), hook_(std::move(hook)), slow_factor_(slow_factor), mark_(start), waits_(waits()),
+        point_(start), point_waits_(waits_) {}
+
+  // fault.slow_rank: sleeps (slow_factor - 1) x the compute (time minus blocked time) of the current
+  // forward, backward or optimizer phase since the previous stretch point. Called at every phase change
+  // and before every collective, so each collective sees the slowed arrival. The sleep is part of the
+  // current phase.
+  void stretch() {
+    if (slow_factor_ > 1 && (cur_ == kForward || cur_ == kBackward || cur_ == kOptimizer))
+      sleep_s((slow_factor_ - 1) * ((sys::now_s() - point_) - (waits() - point_waits_)));
+    point_ = sys::now_s();
+    point_waits_ = waits();
+  }
 
   void switch_to(int phase) {
+    stretch();
     const double now = sys::now_s(), w = waits();
     const double elapsed = now - mark_, waited = w - waits_;
     if (cur_ == kComm) {
@@ -48,6 +67,8 @@ class PhaseClock {
     mark_ = now;
     waits_ = w;
     cur_ = phase;
+    point_ = now;
+    point_waits_ = w;
   }
   int current() const { return cur_; }
   double total(int phase) const { return acc_[phase]; }
@@ -56,9 +77,27 @@ class PhaseClock {
   double waits() const { return comm_ ? comm_->stats().wait_s : 0.0; }
   const comm::Communicator* comm_;
   std::function<void(int, bool)> hook_;
+  double slow_factor_;
   double mark_, waits_;
+  double point_, point_waits_;  // the last stretch point
   int cur_ = -1;
   double acc_[5] = {0, 0, 0, 0, 0};
+};
+
+// Installs the communicator's before-issue hook for one step and removes it again.
+class IssueHook {
+ public:
+  IssueHook(comm::Communicator* comm, std::function<void()> hook) : comm_(comm) {
+    if (comm_) comm_->set_before_issue(std::move(hook));
+  }
+  ~IssueHook() {
+    if (comm_) comm_->set_before_issue(nullptr);
+  }
+  IssueHook(const IssueHook&) = delete;
+  IssueHook& operator=(const IssueHook&) = delete;
+
+ private:
+  comm::Communicator* comm_;
 };
 
 }  // namespace
@@ -67,7 +106,14 @@ StepResult StepRunner::run(int64_t step) {
   StepResult res;
   StepTimes& t = res.times;
   const double t0 = sys::now_s();
-  PhaseClock clock(s_.communicator(), on_phase, t0);
+  comm::Communicator* comm = s_.communicator();
+  PhaseClock clock(comm, on_phase, t0, c_.slow_factor);
+  IssueHook hook(c_.slow_factor > 1 ? comm : nullptr, [&clock] { clock.stretch(); });
+  // The control plane's host all-reduces, in the communicator's timeline like its own collectives.
+  auto control = [comm](const std::function<void()>& call) {
+    if (comm) comm->timed_external(call);
+    else call();
+  };
 
   // ---- data ----
   clock.switch_to(kData);
@@ -76,9 +122,11 @@ StepResult StepRunner::run(int64_t step) {
     batches.push_back(source_.micro_batch(step, micro, rank_));
     res.tokens += batches.back().real_tokens;
     res.loss_tokens += batches.back().loss_tokens;
+    sleep_s(c_.data_delay_s);
   }
   clock.switch_to(kComm);
-  const int64_t global_loss_tokens = allreduce_sum(world_, res.loss_tokens);
+  int64_t global_loss_tokens = 0;
+  control([&] { global_loss_tokens = allreduce_sum(world_, res.loss_tokens); });
   // The loss is the mean over the global batch's counted tokens: every micro-step's gradient is scaled
   // by 1/(global count) and gradients are summed over micro-steps and ranks.
   const double grad_scale = global_loss_tokens > 0 ? 1.0 / double(global_loss_tokens) : 0.0;
@@ -112,7 +160,7 @@ StepResult StepRunner::run(int64_t step) {
 
   // ---- one allreduce: the global loss and whether any rank saw a non-finite value ----
   std::vector<double> agg = {std::isfinite(loss_sum) ? loss_sum : 0.0, std::isfinite(loss_sum) ? 0.0 : 1.0};
-  allreduce_sum(world_, agg);
+  control([&] { allreduce_sum(world_, agg); });
   res.loss = agg[1] > 0 ? std::nan("") : agg[0] / double(std::max<int64_t>(1, global_loss_tokens));
 
   // ---- optimizer ----

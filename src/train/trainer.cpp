@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <memory>
 
+#include "lorabench/comm/clock_sync.hpp"
+#include "lorabench/comm/timeline.hpp"
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/hash.hpp"
 #include "lorabench/core/log.hpp"
@@ -145,6 +147,7 @@ Setup make_setup(const TrainEnv& env) {
   if (!c.model.fused_head) sc.options.head_chunk = 0;
   sc.options.fused_kernels = c.model.fused_kernels;
   sc.nan_at_step = c.fault.nan_at_step;
+  sc.data_delay_s = c.fault.data_delay_ms / 1000.0;
   return s;
 }
 
@@ -159,11 +162,70 @@ int64_t state_digest(const std::vector<at::Tensor>& ts) {
   return static_cast<int64_t>(h.h >> 1);
 }
 
+// Timelines of several steps as doubles, to gather them: per step the number of collectives n, then
+// (arrive_s, block_begin_s, blocked_s) of each.
+void append_timeline(std::vector<double>& out, const std::vector<comm::CollectiveTiming>& t) {
+  out.push_back(double(t.size()));
+  for (const auto& c : t) out.insert(out.end(), {c.arrive_s, c.block_begin_s, c.blocked_s});
+}
+std::vector<std::vector<comm::CollectiveTiming>> parse_timelines(const std::vector<double>& v) {
+  std::vector<std::vector<comm::CollectiveTiming>> out;
+  for (size_t i = 0; i < v.size();) {
+    const size_t n = size_t(v[i++]);
+    LB_CHECK(i + 3 * n <= v.size(), "truncated timeline");
+    std::vector<comm::CollectiveTiming> t(n);
+    for (size_t k = 0; k < n; ++k, i += 3) {
+      t[k].arrive_s = v[i];
+      t[k].block_begin_s = v[i + 1];
+      t[k].blocked_s = v[i + 2];
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Rank 0, at a flush: the columns that need every rank's view of a step. `rows` holds whole steps
+// (world rows each, in rank order); timelines[r][s] is rank r's timeline of the s-th of those steps.
+// wait_peers_s is the timeline's wait-for-peers time (comm/timeline.hpp), at most comm_exposed_s;
+// transfer_s the rest of comm_exposed_s; straggler_ratio and slowest_rank compare the ranks' compute_s.
+void fill_cross_rank_columns(std::vector<double>& rows, int world,
+                             const std::vector<std::vector<std::vector<comm::CollectiveTiming>>>& timelines,
+                             const std::vector<double>& offsets) {
+  const size_t ncol = schema::kNumStepColumns, W = size_t(world);
+  const size_t steps = rows.size() / ncol / W;
+  for (const auto& t : timelines) LB_CHECK(t.size() == steps, "one timeline per step and rank");
+  for (size_t s = 0; s < steps; ++s) {
+    double* step_rows = rows.data() + s * W * ncol;
+    auto at = [&](size_t r, int col) -> double& { return step_rows[r * ncol + size_t(col)]; };
+    std::vector<std::vector<comm::CollectiveTiming>> per_rank;
+    for (size_t r = 0; r < W; ++r) per_rank.push_back(timelines[r][s]);
+    // Empty when the ranks recorded different collectives: the split is unknown (NaN).
+    const std::vector<double> wait = comm::wait_for_peers(per_rank, offsets);
+    std::vector<double> compute;
+    for (size_t r = 0; r < W; ++r) {
+      const double exposed = at(r, schema::kCommExposedS);
+      const double w = wait.empty() ? NAN : std::min(wait[r], exposed);
+      at(r, schema::kWaitPeersS) = w;
+      at(r, schema::kTransferS) = exposed - w;
+      compute.push_back(at(r, schema::kComputeS));
+    }
+    const metrics::RankSummary rs = metrics::summarize_ranks(compute);
+    for (size_t r = 0; r < W; ++r) {
+      at(r, schema::kStepStragglerRatio) = rs.straggler_ratio;
+      at(r, schema::kStepSlowestRank) = double(rs.slowest_rank);
+    }
+  }
+}
+
 // Where rows accumulate until the next flush; rank 0 writes them.
 class StepLog {
  public:
   explicit StepLog(const TrainEnv& env) : env_(env) {}
   void add(const std::vector<double>& row) { pending_.insert(pending_.end(), row.begin(), row.end()); }
+  // The collective timeline of the step whose row was added last.
+  void add_timeline(const std::vector<comm::CollectiveTiming>& t) { append_timeline(pending_timelines_, t); }
+  // Clock offsets of the ranks (comm/clock_sync.hpp), for comparing their timelines.
+  void set_clock_offsets(std::vector<double> offsets) { offsets_ = std::move(offsets); }
   // Counter rows (trial, step, rank, phase, intervals, events...), when counters are recorded.
   void add_counters(const std::vector<double>& rows) {
     pending_counters_.insert(pending_counters_.end(), rows.begin(), rows.end());
@@ -173,6 +235,8 @@ class StepLog {
   // order and flushes the file.
   void flush() {
     std::vector<double> all = gather_to_root(env_.world, pending_);
+    const std::vector<std::vector<double>> timelines = gatherv_to_root(env_.world, pending_timelines_);
+    pending_timelines_.clear();
     if (env_.run) {
       const size_t per_rank = pending_.size();
       const size_t W = static_cast<size_t>(env_.topo->world_size);
@@ -184,6 +248,9 @@ class StepLog {
           const double* src = all.data() + w * per_rank + r * schema::kNumStepColumns;
           ordered.insert(ordered.end(), src, src + schema::kNumStepColumns);
         }
+      std::vector<std::vector<std::vector<comm::CollectiveTiming>>> parsed;
+      for (const auto& t : timelines) parsed.push_back(parse_timelines(t));
+      fill_cross_rank_columns(ordered, int(W), parsed, offsets_);
       env_.run->append_steps(ordered);
       rows_.insert(rows_.end(), ordered.begin(), ordered.end());
     }
@@ -213,8 +280,9 @@ class StepLog {
 
  private:
   const TrainEnv& env_;
-  std::vector<double> pending_, pending_counters_;
+  std::vector<double> pending_, pending_counters_, pending_timelines_;
   std::vector<double> rows_;
+  std::vector<double> offsets_;
   size_t counter_width_ = 0;
 };
 
@@ -254,6 +322,14 @@ class Trainer {
     } else if (n > 0) {
       log::warn("ranks count different PAPI events: /metrics/counters is not written");
     }
+    // The collective timeline (wait for peers vs transfer) on the data-plane communicator, and the
+    // clock offsets that make the ranks' timestamps comparable.
+    std::vector<std::string> hosts;
+    for (const auto& r : env_.topo->ranks) hosts.push_back(r.host);
+    clocks_ = comm::estimate_clock_offsets(env_.world, hosts);
+    log_.set_clock_offsets(clocks_.offset_s);
+    env_.comm->enable_timeline(true);
+    log::info("clocks: " + clocks_.describe());
     if (c_.profile.trace) {
       LB_MPI_CHECK(MPI_Barrier(env_.world));
       trace_ = metrics::TraceRecorder::enabled_for_rank(rank_);
@@ -287,6 +363,9 @@ class Trainer {
       };
     }
     if (c_.fault.nan_rank != rank_) sc.nan_at_step = -1;
+    sc.slow_factor = c_.fault.slow_rank == rank_ ? c_.fault.slow_factor : 1.0;
+    if (sc.slow_factor > 1)
+      log::any(strformat("fault injection: rank %d computes %.3gx slower (fault.slow_factor)", rank_, sc.slow_factor));
     StepRunner runner(s_.layout, *strat, *s_.source, sc, env_.world);
     runner.on_phase = [this](int p, bool begin) {
       const auto phase = static_cast<metrics::Phase>(p);
@@ -319,8 +398,12 @@ class Trainer {
       metrics::reset_tensor_peak();
       sys::reset_peak_rss();
       const comm::CommStats c0 = env_.comm->stats();
+      env_.comm->take_timeline();  // drops collectives between steps (checkpoints): not part of a step
       StepResult r = runner.run(step);
+      const std::vector<comm::CollectiveTiming> timeline = env_.comm->take_timeline();
       fill_row(row, trial, step, r, c0, env_.comm->stats());
+      row[schema::kCollectives] = double(timeline.size());
+      log_.add_timeline(timeline);
       add_counter_rows(trial, step, counters_->take_step());
       trace_span("step", sys::now_s() - r.times.step, sys::now_s(), 0);
       log_.add(row);
@@ -376,6 +459,10 @@ class Trainer {
     row[schema::kBackwardS] = t.backward;
     row[schema::kCommExposedS] = t.comm;
     row[schema::kOptimizerS] = t.optimizer;
+    row[schema::kComputeS] = t.step - t.comm;
+    // Filled by rank 0 at the flush, from every rank's timeline (fill_cross_rank_columns).
+    row[schema::kWaitPeersS] = row[schema::kTransferS] = NAN;
+    row[schema::kStepStragglerRatio] = row[schema::kStepSlowestRank] = NAN;
     row[schema::kTokensPerS] = double(r.tokens) / t.step;
     row[schema::kFlops] = flops;
     row[schema::kMfu] = flops / t.step / s_.peak.flops_per_s;
@@ -431,6 +518,7 @@ class Trainer {
   std::unique_ptr<metrics::PhaseCounters> counters_;
   metrics::TraceRecorder trace_;
   strategy::MemoryPrediction prediction_;
+  comm::ClockOffsets clocks_;
   int64_t prefetched_layers_ = 0;
   int64_t clipped_steps_ = 0, skipped_steps_ = 0;
   bool losses_finite_ = true, replicas_equal_ = true;
@@ -456,6 +544,11 @@ void Trainer::finish() {
   std::vector<double> step_max_all, mfu_all;
   std::vector<std::vector<double>> per_rank_step(world_), per_rank_phase[5];
   for (auto& v : per_rank_phase) v.resize(world_);
+  // compute_s, wait_peers_s, transfer_s per rank; compute_s per measured step (rank order).
+  const int sync_cols[3] = {schema::kComputeS, schema::kWaitPeersS, schema::kTransferS};
+  std::vector<std::vector<double>> per_rank_sync[3];
+  for (auto& v : per_rank_sync) v.resize(world_);
+  std::vector<std::vector<double>> compute_by_step;
   double loss_first = NAN, loss_last = NAN, mem_peak = 0, rss_peak = 0, mem_end = 0;
   for (size_t r = 0; r < nrows; r += size_t(world_)) {
     const int trial = int(at_(r, schema::kTrial));
@@ -472,7 +565,12 @@ void Trainer::finish() {
         const int cols[5] = {schema::kDataS, schema::kForwardS, schema::kBackwardS, schema::kCommExposedS,
                              schema::kOptimizerS};
         for (int p = 0; p < 5; ++p) per_rank_phase[p][w].push_back(at_(r + w, cols[p]));
+        for (int k = 0; k < 3; ++k) per_rank_sync[k][w].push_back(at_(r + w, sync_cols[k]));
       }
+    }
+    if (step >= warm) {
+      compute_by_step.emplace_back();
+      for (int w = 0; w < world_; ++w) compute_by_step.back().push_back(at_(r + w, schema::kComputeS));
     }
     if (step == c_.run.steps - 1)
       for (int w = 0; w < world_; ++w) mem_end = std::max(mem_end, at_(r + w, schema::kMemCurrent));
@@ -539,15 +637,36 @@ void Trainer::finish() {
   run.write_summary("step_time_rank_min_s", rs.min);
   run.write_summary("step_time_rank_median_s", rs.median);
   run.write_summary("step_time_rank_max_s", rs.max);
-  run.write_summary("straggler_ratio", rs.straggler_ratio);
-  run.write_summary("slowest_rank", double(rs.slowest_rank));
+  auto write_rank_summary = [&](const std::string& prefix, const std::vector<std::vector<double>>& v) {
+    metrics::RankSummary ps = metrics::summarize_ranks(rank_means(v));
+    run.write_summary(prefix + "_rank_min", ps.min);
+    run.write_summary(prefix + "_rank_median", ps.median);
+    run.write_summary(prefix + "_rank_max", ps.max);
+  };
   const char* names[5] = {"data", "forward", "backward", "comm_exposed", "optimizer"};  // schema.cpp lists them
-  for (int p = 0; p < 5; ++p) {
-    metrics::RankSummary ps = metrics::summarize_ranks(rank_means(per_rank_phase[p]));
-    run.write_summary(std::string(names[p]) + "_s_rank_min", ps.min);
-    run.write_summary(std::string(names[p]) + "_s_rank_median", ps.median);
-    run.write_summary(std::string(names[p]) + "_s_rank_max", ps.max);
-  }
+  for (int p = 0; p < 5; ++p) write_rank_summary(std::string(names[p]) + "_s", per_rank_phase[p]);
+  const char* sync_names[3] = {"compute_s", "wait_peers_s", "transfer_s"};
+  for (int k = 0; k < 3; ++k) write_rank_summary(sync_names[k], per_rank_sync[k]);
+
+  // Stragglers from compute time (docs/metrics.md, "Stragglers"); the phase compared are the compute ones.
+  const int compute_phases[4] = {0, 1, 2, 4};  // data, forward, backward, optimizer
+  std::vector<std::vector<double>> phase_means;
+  for (int p : compute_phases) phase_means.push_back(rank_means(per_rank_phase[p]));
+  const metrics::StragglerSummary sg =
+      metrics::summarize_stragglers(compute_by_step, metrics::kStragglerThreshold, phase_means);
+  run.write_summary("straggler_ratio", sg.ratio);
+  run.write_summary("slowest_rank", double(sg.slowest_rank));
+  run.write_summary("straggler_threshold", metrics::kStragglerThreshold);
+  run.write_summary("straggler_step_ratio_median", sg.step_ratio_median);
+  run.write_summary("straggler_steps", double(sg.steps_over));
+  run.write_summary("straggler_kind", sg.kind);
+  run.write_summary("straggler_rank", double(sg.named_rank));
+  run.write_summary("straggler_rank_steps", double(sg.named_steps));
+  run.write_summary("straggler_factor", sg.factor);
+  run.write_summary("straggler_phase", sg.phase >= 0 ? names[compute_phases[sg.phase]] : "");
+  run.write_summary("straggler_phase_excess_s", sg.phase_excess_s);
+  run.write_summary("clock_sync", clocks_.describe());
+  run.write_summary("clock_offset_error_s", clocks_.max_error_s());
 
   // Validation: the run's own consistency checks (HPCG-style verdict).
   std::vector<io::ValidationCheck> checks;

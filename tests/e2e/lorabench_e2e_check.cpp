@@ -3,8 +3,8 @@
 //   lorabench_e2e_check train-run RUN.h5 RANKS STEPS  a completed, VALID training run with every schema name
 //   lorabench_e2e_check doctor-json FILE             lorabench doctor --json output: one object, every check
 // Prints what is wrong and exits 1, or prints "ok" and exits 0.
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -118,6 +118,24 @@ void check_train_run(const std::string& path, size_t ranks, size_t steps) {
     expect(st["step"][i] == double(i / ranks) && st["rank"][i] == double(i % ranks), "row order (step, rank)");
     expect(st["step_s"][i] > 0 && st["tokens"][i] > 0 && st["tokens_per_s"][i] > 0, "row timing");
     expect(st["mem_peak_bytes"][i] > 0 && st["rss_peak_bytes"][i] > 0, "row memory");
+    // The wait/transfer split: compute + wait for peers + transfer is the step, none negative; every rank
+    // of a step recorded the same number of collectives (at least the two control-plane all-reduces).
+    const std::string row = "row " + std::to_string(i);
+    const double wait = st["wait_peers_s"][i], transfer = st["transfer_s"][i], compute = st["compute_s"][i];
+    expect(wait >= 0 && transfer >= -1e-9 && compute > 0, row + ": compute/wait/transfer " +
+                                                              std::to_string(compute) + "/" + std::to_string(wait) +
+                                                              "/" + std::to_string(transfer));
+    expect(std::abs(compute + wait + transfer - st["step_s"][i]) <= 1e-9 * st["step_s"][i] + 1e-12,
+           row + ": compute + wait + transfer != step_s");
+    expect(std::abs(wait + transfer - st["comm_exposed_s"][i]) <= 1e-12 + 1e-9 * st["comm_exposed_s"][i],
+           row + ": wait + transfer != comm_exposed_s");
+    const size_t first = i - i % ranks;  // the step's rank 0 row
+    expect(st["collectives"][i] >= 2 && st["collectives"][i] == st["collectives"][first], row + ": collectives");
+    expect(st["straggler_ratio"][i] >= 1 && st["straggler_ratio"][i] == st["straggler_ratio"][first],
+           row + ": straggler_ratio");
+    expect(st["slowest_rank"][i] >= 0 && st["slowest_rank"][i] < double(ranks) &&
+               st["slowest_rank"][i] == st["slowest_rank"][first],
+           row + ": slowest_rank");
   }
   auto sum = r.summary();
   for (const auto& [name, meaning] : s::summary_attributes())

@@ -103,12 +103,23 @@ void write_train_fixture(const std::string& dir, const TrainFixture& f) {
   std::vector<std::vector<double>> per_rank_step(f.world);
   std::array<std::vector<std::vector<double>>, 5> per_rank_phase;
   for (auto& v : per_rank_phase) v.resize(f.world);
+  std::array<std::vector<std::vector<double>>, 3> per_rank_sync;  // compute, wait, transfer
+  for (auto& v : per_rank_sync) v.resize(f.world);
+  std::vector<std::vector<double>> compute_by_step;
   for (int t = 0; t < f.trials; ++t)
     for (int st = 0; st < steps; ++st) {
       double smax = 0;
+      std::vector<double> compute;  // the step without comm: step_s - comm_exposed_s
+      for (int r = 0; r < f.world; ++r) {
+        const auto ph = f.phases(t, st, r);
+        compute.push_back(ph[0] + ph[1] + ph[2] + ph[4] + 0.001);
+      }
+      const auto step_straggler = metrics::summarize_ranks(compute);
+      if (st >= f.warmup) compute_by_step.push_back(compute);
       for (int r = 0; r < f.world; ++r) {
         const auto ph = f.phases(t, st, r);
         const double step_s = ph[0] + ph[1] + ph[2] + ph[3] + ph[4] + 0.001;
+        const double wait = f.wait ? f.wait(t, st, r) : 0.0;
         std::vector<double> row(s::kNumStepColumns, 0.0);
         row[s::kTrial] = t;
         row[s::kStep] = st;
@@ -124,6 +135,12 @@ void write_train_fixture(const std::string& dir, const TrainFixture& f) {
         row[s::kBackwardS] = ph[2];
         row[s::kCommExposedS] = ph[3];
         row[s::kOptimizerS] = ph[4];
+        row[s::kComputeS] = compute[size_t(r)];
+        row[s::kWaitPeersS] = wait;
+        row[s::kTransferS] = ph[3] - wait;
+        row[s::kCollectives] = 3;
+        row[s::kStepStragglerRatio] = step_straggler.straggler_ratio;
+        row[s::kStepSlowestRank] = double(step_straggler.slowest_rank);
         row[s::kTokensPerS] = tokens / step_s;
         row[s::kFlops] = tokens * 1e6;
         row[s::kMfu] = tokens * 1e6 / step_s / peak;
@@ -136,6 +153,9 @@ void write_train_fixture(const std::string& dir, const TrainFixture& f) {
         if (st >= f.warmup) {
           per_rank_step[r].push_back(step_s);
           for (int p = 0; p < 5; ++p) per_rank_phase[p][r].push_back(ph[p]);
+          per_rank_sync[0][r].push_back(compute[size_t(r)]);
+          per_rank_sync[1][r].push_back(wait);
+          per_rank_sync[2][r].push_back(ph[3] - wait);
         }
       }
       step_max[t].push_back(smax);
@@ -214,15 +234,34 @@ void write_train_fixture(const std::string& dir, const TrainFixture& f) {
   w.write_summary("step_time_rank_min_s", rs.min);
   w.write_summary("step_time_rank_median_s", rs.median);
   w.write_summary("step_time_rank_max_s", rs.max);
-  w.write_summary("straggler_ratio", rs.straggler_ratio);
-  w.write_summary("slowest_rank", double(rs.slowest_rank));
+  auto rank_summary = [&](const std::string& prefix, const std::vector<std::vector<double>>& v) {
+    const auto ps = metrics::summarize_ranks(means(v));
+    w.write_summary(prefix + "_rank_min", ps.min);
+    w.write_summary(prefix + "_rank_median", ps.median);
+    w.write_summary(prefix + "_rank_max", ps.max);
+  };
   const char* names[5] = {"data", "forward", "backward", "comm_exposed", "optimizer"};
-  for (int p = 0; p < 5; ++p) {
-    const auto ps = metrics::summarize_ranks(means(per_rank_phase[p]));
-    w.write_summary(std::string(names[p]) + "_s_rank_min", ps.min);
-    w.write_summary(std::string(names[p]) + "_s_rank_median", ps.median);
-    w.write_summary(std::string(names[p]) + "_s_rank_max", ps.max);
-  }
+  for (int p = 0; p < 5; ++p) rank_summary(std::string(names[p]) + "_s", per_rank_phase[p]);
+  rank_summary("compute_s", per_rank_sync[0]);
+  rank_summary("wait_peers_s", per_rank_sync[1]);
+  rank_summary("transfer_s", per_rank_sync[2]);
+  const int compute_phases[4] = {0, 1, 2, 4};
+  std::vector<std::vector<double>> phase_means;
+  for (int p : compute_phases) phase_means.push_back(means(per_rank_phase[p]));
+  const auto sg = metrics::summarize_stragglers(compute_by_step, metrics::kStragglerThreshold, phase_means);
+  w.write_summary("straggler_ratio", sg.ratio);
+  w.write_summary("slowest_rank", double(sg.slowest_rank));
+  w.write_summary("straggler_threshold", metrics::kStragglerThreshold);
+  w.write_summary("straggler_step_ratio_median", sg.step_ratio_median);
+  w.write_summary("straggler_steps", double(sg.steps_over));
+  w.write_summary("straggler_kind", sg.kind);
+  w.write_summary("straggler_rank", double(sg.named_rank));
+  w.write_summary("straggler_rank_steps", double(sg.named_steps));
+  w.write_summary("straggler_factor", sg.factor);
+  w.write_summary("straggler_phase", sg.phase >= 0 ? names[compute_phases[sg.phase]] : "");
+  w.write_summary("straggler_phase_excess_s", sg.phase_excess_s);
+  w.write_summary("clock_sync", "shared clock (one host: CLOCK_MONOTONIC)");
+  w.write_summary("clock_offset_error_s", 0.0);
   w.write_validation({{"losses_finite", true, "every step's loss is finite"},
                       {"replicas_identical", true, "the trainable state is bitwise identical on every rank"}});
   w.set_status(s::kStatusCompleted);
@@ -289,7 +328,8 @@ void write_golden_set(const std::string& dir) {
   };
   write_train_fixture(dir, single);
 
-  // ddp: 2 ranks, one all_reduce of 1 MiB per step, 20 ms exposed -> synchronization-bound.
+  // ddp: 2 ranks, one all_reduce of 1 MiB per step, 20 ms exposed of which 2 ms waiting for the other rank:
+  // 18 ms transfer (28% of the step) -> communication-bound.
   TrainFixture ddp;
   ddp.name = "ddp";
   ddp.strategy = "ddp";
@@ -297,13 +337,15 @@ void write_golden_set(const std::string& dir) {
   ddp.phases = [](int, int st, int r) -> std::array<double, 5> {
     return {0.004, 0.015 + (st == 0 ? 0.05 : 0.0), 0.025 + 0.001 * r, 0.020, 0.005};
   };
+  ddp.wait = [](int, int, int r) { return r == 0 ? 0.002 : 0.0; };
   ddp.bytes = {1048576.0, 0, 0, 0, 0};
   ddp.mem_peak = 9 << 20;
   ddp.mem_state = 2 << 20;
   ddp.counter_events = {"PAPI_TOT_INS", "PAPI_TOT_CYC", "perf::TASK-CLOCK"};
   write_train_fixture(dir, ddp);
 
-  // fsdp: 2 ranks, 2 trials, rank 1 is a straggler, a different commit and seed.
+  // fsdp: 2 ranks, 2 trials, rank 1 computes 20 ms longer in backward every step (a persistent straggler) and
+  // rank 0 waits those 20 ms for it; a different commit and seed.
   TrainFixture fsdp;
   fsdp.name = "fsdp";
   fsdp.strategy = "fsdp";
@@ -312,8 +354,10 @@ void write_golden_set(const std::string& dir) {
   fsdp.git_commit = "fedcba9876543210fedcba9876543210fedcba98-dirty";
   fsdp.config = {{"run.seed", "7"}, {"parallel.reshard_after_forward", "true"}};
   fsdp.phases = [](int t, int st, int r) -> std::array<double, 5> {
-    return {0.004, 0.015 + (st == 0 ? 0.05 : 0.0) + 0.002 * t, 0.025 + 0.02 * r, 0.008, 0.005};
+    return {0.004, 0.015 + (st == 0 ? 0.05 : 0.0) + 0.002 * t, 0.025 + 0.02 * r, 0.008 + (r == 0 ? 0.02 : 0.0),
+            0.005};
   };
+  fsdp.wait = [](int, int, int r) { return r == 0 ? 0.02 : 0.0; };
   fsdp.bytes = {0, 524288.0, 1048576.0, 0, 0};
   fsdp.mem_peak = 6 << 20;
   fsdp.mem_state = 1 << 20;

@@ -25,6 +25,8 @@ struct TrainFixture {
   // Phase seconds (data, forward, backward, comm_exposed, optimizer) of (trial, step, rank); step_s is
   // their sum plus 1 ms of unattributed time.
   std::function<std::array<double, 5>(int, int, int)> phases;
+  // Seconds of comm_exposed that (trial, step, rank) waited for peers (the rest is transfer); none = 0.
+  std::function<double(int, int, int)> wait;
   // Payload bytes per rank per step: all_reduce, reduce_scatter, all_gather, broadcast, all_to_all.
   std::array<double, 5> bytes{};
   double mem_peak = 8 << 20, mem_state = 2 << 20, rss = 300 << 20, predicted_state = 2 << 20;

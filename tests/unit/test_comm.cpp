@@ -2,16 +2,21 @@
 // bandwidth formulas, layouts, size sweeps, its option parsing, and what the build says about NCCL.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "lorabench/comm/bench.hpp"
 #include "lorabench/comm/checked_communicator.hpp"
 #include "lorabench/comm/communicator.hpp"
+#include "lorabench/comm/delayed_communicator.hpp"
+#include "lorabench/comm/timeline.hpp"
 #include "lorabench/comm/half.hpp"
 #include "lorabench/comm/nccl_communicator.hpp"
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/strings.hpp"
+#include "lorabench/core/sysinfo.hpp"
 #include "lorabench/io/schema.hpp"
 
 using namespace lorabench::comm;
@@ -234,6 +239,147 @@ TEST(CommSchema, DocumentedInHdf5SchemaComm) {
               std::string::npos)
         << bench_op_name(static_cast<BenchOp>(i));
   EXPECT_EQ(lorabench::schema::comm_result_columns().size(), lorabench::schema::comm_result_table_columns().size());
+}
+
+}  // namespace
+
+namespace {
+
+// ---- the collective timeline: the split arithmetic, and what a communicator records -------------
+
+CollectiveTiming timing(double arrive, double begin, double blocked) {
+  CollectiveTiming c;
+  c.arrive_s = arrive;
+  c.block_begin_s = begin;
+  c.blocked_s = blocked;
+  return c;
+}
+
+TEST(Timeline, WaitIsTheBlockedTimeBeforeTheLastArrival) {
+  // Blocking collective: rank 0 arrives at 1.0 and is blocked 0.5 s; rank 1 arrives at 1.4, blocked 0.1 s.
+  // Rank 0 waited 0.4 s for rank 1, then both moved bytes for 0.1 s.
+  auto w = wait_for_peers({{timing(1.0, 1.0, 0.5)}, {timing(1.4, 1.4, 0.1)}}, {0, 0});
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_DOUBLE_EQ(w[0], 0.4);
+  EXPECT_DOUBLE_EQ(w[1], 0.0);
+  // Non-blocking: rank 0 issued at 1.0 but computed until 2.0 before waiting 0.3 s; rank 1 issued at 2.2.
+  // Only the 0.2 s before 2.2 are waiting; the wait before its blocked span is no wait at all.
+  w = wait_for_peers({{timing(1.0, 2.0, 0.3)}, {timing(2.2, 2.2, 0.1)}}, {0, 0});
+  EXPECT_NEAR(w[0], 0.2, 1e-12);
+  // The wait never exceeds the blocked time (rank 0 blocked 0.05 s only: the transfer overlapped).
+  w = wait_for_peers({{timing(1.0, 1.0, 0.05)}, {timing(1.4, 1.4, 0.1)}}, {0, 0});
+  EXPECT_DOUBLE_EQ(w[0], 0.05);
+  // Several collectives add up; a collective never waited for contributes its arrival only.
+  w = wait_for_peers({{timing(1.0, 1.0, 0.2), timing(2.0, NAN, 0.0), timing(3.0, 3.0, 0.5)},
+                      {timing(1.1, 1.1, 0.1), timing(2.5, 2.5, 0.0), timing(3.3, 3.3, 0.2)}},
+                     {0, 0});
+  EXPECT_NEAR(w[0], 0.1 + 0.3, 1e-12);
+  EXPECT_DOUBLE_EQ(w[1], 0.0);
+}
+
+TEST(Timeline, ClockOffsetsAndMismatches) {
+  // Rank 1's clock reads 10 s more than rank 0's: with its offset the split is as on one clock.
+  auto w = wait_for_peers({{timing(1.0, 1.0, 0.5)}, {timing(11.4, 11.4, 0.1)}}, {0, 10});
+  EXPECT_NEAR(w[0], 0.4, 1e-9);
+  EXPECT_DOUBLE_EQ(w[1], 0.0);
+  // Without it rank 0 would seem to wait for the whole blocked span.
+  EXPECT_DOUBLE_EQ(wait_for_peers({{timing(1.0, 1.0, 0.5)}, {timing(11.4, 11.4, 0.1)}}, {0, 0})[0], 0.5);
+  // Different numbers of collectives: not the same collectives, no split.
+  EXPECT_TRUE(wait_for_peers({{timing(1, 1, 0)}, {}}, {0, 0}).empty());
+  EXPECT_THROW(wait_for_peers({{timing(1, 1, 0)}}, {0, 0}), lorabench::Error);
+}
+
+// A one-rank communicator whose collectives complete after `work_s` seconds (a fake backend).
+class FakeCommunicator final : public Communicator {
+ public:
+  explicit FakeCommunicator(double work_s) : work_s_(work_s) {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string backend_name() const override { return "fake"; }
+  bool device_buffers() const override { return false; }
+
+ protected:
+  std::unique_ptr<Work> do_all_reduce(void*, size_t, DataType, ReduceOp) override { return work(); }
+  std::unique_ptr<Work> do_reduce_scatter(const void*, void*, size_t, DataType, ReduceOp) override { return work(); }
+  std::unique_ptr<Work> do_all_gather(const void*, void*, size_t, DataType) override { return work(); }
+  std::unique_ptr<Work> do_broadcast(void*, size_t, DataType, int) override { return work(); }
+  std::unique_ptr<Work> do_all_to_allv(const void*, const std::vector<size_t>&, void*, const std::vector<size_t>&,
+                                       DataType) override {
+    return work();
+  }
+  std::unique_ptr<Work> do_barrier() override { return work(); }
+
+ private:
+  class SlowWork final : public Work {
+   public:
+    explicit SlowWork(double until) : until_(until) {}
+    void wait() override {
+      while (lorabench::sys::now_s() < until_) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    bool test() override { return lorabench::sys::now_s() >= until_; }
+
+   private:
+    double until_;
+  };
+  std::unique_ptr<Work> work() { return std::make_unique<SlowWork>(lorabench::sys::now_s() + work_s_); }
+  double work_s_;
+};
+
+TEST(Timeline, CommunicatorRecordsArrivalsAndBlockedSpans) {
+  FakeCommunicator c(0.03);
+  float buf[4] = {};
+  c.all_reduce(buf, 4, DataType::kFloat32, ReduceOp::kSum);  // timeline off: not recorded
+  EXPECT_TRUE(c.take_timeline().empty());
+
+  c.enable_timeline(true);
+  int hook_calls = 0;
+  double hook_at = 0;
+  c.set_before_issue([&] {
+    ++hook_calls;
+    hook_at = lorabench::sys::now_s();
+  });
+  auto w = c.all_gather_async(buf, buf, 2, DataType::kFloat32);
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));  // "compute" while it progresses
+  c.wait(w);
+  bool ran = false;
+  c.timed_external([&] {
+    ran = true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  });
+  EXPECT_TRUE(ran);
+  auto never = c.broadcast_async(buf, 1, DataType::kFloat32, 0);  // taken before it is waited for
+  const std::vector<CollectiveTiming> t = c.take_timeline();
+  c.wait(never);
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(hook_calls, 3);
+  EXPECT_EQ(t[0].kind, static_cast<int>(CollectiveKind::kAllGather));
+  EXPECT_EQ(t[0].bytes, 8);
+  EXPECT_GE(t[0].block_begin_s - t[0].arrive_s, 0.009);     // waited after 10 ms of "compute"
+  EXPECT_GE(t[0].blocked_s, 0.015);                          // the rest of the 30 ms collective
+  EXPECT_EQ(t[1].kind, kControlCollective);
+  EXPECT_EQ(t[1].block_begin_s, t[1].arrive_s);              // blocking: blocked from its arrival
+  EXPECT_GE(t[1].blocked_s, 0.019);
+  EXPECT_EQ(t[2].kind, static_cast<int>(CollectiveKind::kBroadcast));
+  EXPECT_TRUE(std::isnan(t[2].block_begin_s));
+  EXPECT_EQ(t[2].blocked_s, 0.0);
+  EXPECT_GE(t[2].arrive_s, hook_at);  // the hook ran before the arrival was marked
+  EXPECT_TRUE(c.take_timeline().empty()) << "a Work waited after the take leaves no entry";
+  // stats().wait_s has every blocked second, the external call's included.
+  EXPECT_GE(c.stats().wait_s, t[0].blocked_s + t[1].blocked_s);
+}
+
+TEST(Timeline, DelayedCommunicatorAddsTransferTime) {
+  auto c = make_delayed_communicator(std::make_unique<FakeCommunicator>(0.0), 0.04);
+  EXPECT_EQ(c->backend_name(), "fake");
+  c->enable_timeline(true);
+  float buf[2] = {};
+  const double t0 = lorabench::sys::now_s();
+  c->all_reduce(buf, 2, DataType::kFloat32, ReduceOp::kSum);
+  EXPECT_GE(lorabench::sys::now_s() - t0, 0.04);
+  const auto t = c->take_timeline();
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_GE(t[0].blocked_s, 0.04);  // after its arrival: transfer in the split, not waiting for peers
+  EXPECT_EQ(c->stats().bytes[static_cast<int>(CollectiveKind::kAllReduce)], 8);
 }
 
 }  // namespace

@@ -122,6 +122,32 @@ TEST(Config, ValidationNamesKeyAndWhere) {
   EXPECT_NE(e.find("data.path"), std::string::npos) << e;  // every problem in one message
 }
 
+TEST(Config, BottleneckFaultKeys) {
+  // Values out of range name the file, the line and the key.
+  std::string e = parse_error("[fault]\nslow_factor = 0.5\ndata_delay_ms = -1\ncomm_delay_ms = soon\nslow_rank = -2\n");
+  EXPECT_NE(e.find("inputs/x.ini:2: fault.slow_factor: must be in [1, inf), got 0.5"), std::string::npos) << e;
+  EXPECT_NE(e.find("inputs/x.ini:3: fault.data_delay_ms: must be in [0, inf), got -1"), std::string::npos) << e;
+  EXPECT_NE(e.find("inputs/x.ini:4: fault.comm_delay_ms: expected a finite number"), std::string::npos) << e;
+  EXPECT_NE(e.find("inputs/x.ini:5: fault.slow_rank: must be >= -1, got -2"), std::string::npos) << e;
+  // A rank that does not exist, a factor without a rank, a rank without a factor.
+  RunConfig c = parse_run_config("f.ini", "[parallel]\nstrategy = ddp\n[fault]\nslow_rank = 2\nslow_factor = 3\n", {});
+  e = validate_error(c, 2);
+  EXPECT_NE(e.find("f.ini:4: fault.slow_rank: rank 2 does not exist in a job of 2 ranks"), std::string::npos) << e;
+  EXPECT_NO_THROW(validate_run_config(c, ValidationContext{3, false, false}));
+  c = parse_run_config("f.ini", "[fault]\nslow_factor = 3\n", {});
+  e = validate_error(c, 1);
+  EXPECT_NE(e.find("fault.slow_rank: fault.slow_factor is 3 but no rank is chosen"), std::string::npos) << e;
+  c = parse_run_config("f.ini", "[fault]\nslow_rank = 0\n", {});
+  e = validate_error(c, 1);
+  EXPECT_NE(e.find("f.ini (default): fault.slow_factor: fault.slow_rank is set but slow_factor is 1"),
+            std::string::npos)
+      << e;
+  c = parse_run_config("f.ini", "[parallel]\nstrategy = ddp\n[fault]\ndata_delay_ms = 50\ncomm_delay_ms = 20\n", {});
+  EXPECT_NO_THROW(validate_run_config(c, ValidationContext{2, false, false}));
+  EXPECT_DOUBLE_EQ(c.fault.data_delay_ms, 50);
+  EXPECT_DOUBLE_EQ(c.fault.comm_delay_ms, 20);
+}
+
 TEST(Config, HelpAndMarkdownListEveryKey) {
   std::string help = lorabench::options_help();
   std::string md = lorabench::options_markdown();

@@ -63,3 +63,77 @@ TEST(Stats, RepeatsDropWarmupThenSummarizeTrialMeans) {
   EXPECT_THROW(m::summarize_repeats({{1, 2}}, 2), lorabench::Error);
   EXPECT_THROW(m::summarize_repeats({}, 0), lorabench::Error);
 }
+
+// Compute times per step (rows) and rank (columns).
+using Steps = std::vector<std::vector<double>>;
+
+TEST(Stats, PersistentStragglerFromComputeTime) {
+  // Rank 2 computes 3x as long in every step; its extra time is in phase 1 (forward).
+  const Steps compute(5, {1.0, 1.1, 3.0, 0.9});
+  const std::vector<std::vector<double>> phases = {{0.1, 0.1, 0.1, 0.1}, {0.6, 0.7, 2.6, 0.5}, {0.3, 0.3, 0.3, 0.3}};
+  const auto s = m::summarize_stragglers(compute, m::kStragglerThreshold, phases);
+  ASSERT_EQ(s.steps.size(), 5u);
+  EXPECT_DOUBLE_EQ(s.steps[0].ratio, 3.0 / 1.05);  // max / median of {0.9, 1.0, 1.1, 3.0}
+  EXPECT_EQ(s.steps[0].slowest_rank, 2u);
+  EXPECT_DOUBLE_EQ(s.ratio, 3.0 / 1.05);
+  EXPECT_EQ(s.slowest_rank, 2u);
+  EXPECT_DOUBLE_EQ(s.step_ratio_median, 3.0 / 1.05);
+  EXPECT_EQ(s.steps_over, 5u);
+  EXPECT_EQ(s.top_rank, 2);
+  EXPECT_EQ(s.top_steps, 5u);
+  EXPECT_EQ(s.kind, "persistent");
+  EXPECT_EQ(s.named_rank, 2u);
+  EXPECT_EQ(s.named_steps, 5u);
+  EXPECT_DOUBLE_EQ(s.factor, 3.0 / 1.0);  // against the median of the other ranks {0.9, 1.0, 1.1}
+  EXPECT_EQ(s.phase, 1);
+  EXPECT_DOUBLE_EQ(s.phase_excess_s, 2.6 - 0.6);
+}
+
+TEST(Stats, TwoRanksFactorIsAgainstTheOtherRank) {
+  // With two ranks the median is their mean: ratio 3 / 2 = 1.5, factor 3.
+  const auto s = m::summarize_stragglers(Steps(4, {0.1, 0.3}), m::kStragglerThreshold);
+  EXPECT_DOUBLE_EQ(s.ratio, 1.5);
+  EXPECT_DOUBLE_EQ(s.factor, 3.0);
+  EXPECT_EQ(s.kind, "persistent");
+  EXPECT_EQ(s.phase, -1);  // no phases given
+  EXPECT_TRUE(std::isnan(s.phase_excess_s));
+}
+
+TEST(Stats, OneStepHiccupIsNotAStraggler) {
+  // Rank 1 is 4x slower in one step of ten: the mean of its compute moves, the median step does not.
+  Steps compute(10, {1.0, 1.02});
+  compute[6] = {1.0, 4.0};
+  const auto s = m::summarize_stragglers(compute, m::kStragglerThreshold);
+  EXPECT_EQ(s.kind, "hiccup");
+  EXPECT_EQ(s.steps_over, 1u);
+  EXPECT_EQ(s.top_rank, 1);
+  EXPECT_EQ(s.top_steps, 1u);
+  EXPECT_LT(s.step_ratio_median, m::kStragglerThreshold);
+  EXPECT_GT(s.ratio, m::kStragglerThreshold);  // the ratio of means alone would call it a straggler
+  EXPECT_EQ(s.slowest_rank, 1u);
+  EXPECT_EQ(s.named_rank, 1u);
+}
+
+TEST(Stats, RanksTakingTurnsAreIntermittent) {
+  // Every step has a 2x straggler, but a different rank each time (of three ranks: none in most steps).
+  const Steps compute = {{2, 1, 1}, {1, 2, 1}, {1, 1, 2}, {2, 1, 1}, {1, 2, 1}, {1, 1, 2}};
+  const auto s = m::summarize_stragglers(compute, m::kStragglerThreshold);
+  EXPECT_EQ(s.kind, "intermittent");
+  EXPECT_EQ(s.steps_over, 6u);
+  EXPECT_EQ(s.top_steps, 2u);
+  EXPECT_DOUBLE_EQ(s.step_ratio_median, 2.0);
+  EXPECT_DOUBLE_EQ(s.ratio, 1.0);  // the rank means are equal
+}
+
+TEST(Stats, BalancedRanksAndBadInput) {
+  const auto s = m::summarize_stragglers(Steps(3, {1.0, 1.05, 0.98}), m::kStragglerThreshold);
+  EXPECT_EQ(s.kind, "balanced");
+  EXPECT_EQ(s.steps_over, 0u);
+  EXPECT_EQ(s.top_rank, -1);
+  const auto one = m::summarize_stragglers(Steps(2, {1.0}), m::kStragglerThreshold);
+  EXPECT_DOUBLE_EQ(one.ratio, 1.0);
+  EXPECT_TRUE(std::isnan(one.factor));  // no other rank
+  EXPECT_EQ(one.kind, "balanced");
+  EXPECT_THROW(m::summarize_stragglers({}, 1.1), lorabench::Error);
+  EXPECT_THROW(m::summarize_stragglers({{1.0, 2.0}, {1.0}}, 1.1), lorabench::Error);
+}

@@ -108,14 +108,22 @@ TEST(Report, GoldenContentIsWhatTheFixturesSay) {
   const Result r = run_report(dir, "in");
   ASSERT_EQ(r.rc, 0) << r.err;
   const std::string& md = r.out;
-  // ddp: step 4+15+25.x+20+5+1 ms; exposed comm ~ 28% -> synchronization-bound; 1 MiB all_reduce per step.
-  EXPECT_NE(md.find("**ddp** (ddp, 2 ranks): **synchronization-bound**"), std::string::npos) << md;
+  // ddp: step 4+15+25.x+20+5+1 ms; 18 ms of the exposed 20 ms are transfer (~26%) -> communication-bound;
+  // 1 MiB all_reduce per step.
+  EXPECT_NE(md.find("**ddp** (ddp, 2 ranks): **communication-bound**"), std::string::npos) << md;
   EXPECT_NE(md.find("the collective benchmark (comm) reached 1.6 GB/s busbw for all_reduce fp32 at 1.00 MiB"),
             std::string::npos);
   EXPECT_NE(md.find("**single** (single, 1 rank): **compute-bound**"), std::string::npos);
   EXPECT_NE(md.find("**single-bf16** (single, 1 rank): **data-bound**"), std::string::npos);
-  // fsdp: rank 1 needs 20 ms more -> straggler
-  EXPECT_NE(md.find("**fsdp** (fsdp, 2 ranks): **synchronization-bound**"), std::string::npos);
+  // fsdp: rank 1 computes 20 ms longer in backward in every step -> a persistent straggler
+  EXPECT_NE(md.find("**fsdp** (fsdp, 2 ranks): **straggler-bound**: rank 1 computes 1.39x as long as the other "
+                    "ranks"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("in 6 of 6 measured steps (a persistent straggler); its largest excess is in backward (+20 ms "
+                    "per step)"),
+            std::string::npos);
+  EXPECT_NE(md.find("| fsdp | 1 | 71.00 | 0.000 | 8.000 | 4.000 | 6 of 6 |"), std::string::npos);
   EXPECT_NE(md.find("**FAILED**: non-finite loss at step 1"), std::string::npos);
   EXPECT_NE(md.find("**RUNNING / NOT FINISHED**"), std::string::npos);
   EXPECT_NE(md.find("- **git commit**:"), std::string::npos);
@@ -150,9 +158,21 @@ TEST(Report, ScalingAndMemoryNumbers) {
   EXPECT_DOUBLE_EQ(ddp->efficiency, ddp->speedup / 2);
   EXPECT_EQ(fsdp->ddp, ddp);
   EXPECT_NEAR(fsdp->saving_vs_ddp, 1.0 - (6.0 * (1 << 20)) / (9.0 * (1 << 20)), 1e-12);
-  // 1 MiB all_reduce per rank per step at 2 ranks (bus factor 1), 20 ms exposed.
+  // 1 MiB all_reduce per rank per step at 2 ranks (bus factor 1), 20 ms exposed, of which rank 0 waited
+  // 2 ms for rank 1: the bandwidth is over the transfer time, 19 ms per rank per step on average.
   EXPECT_EQ(ddp->dominant_op, 0);
-  EXPECT_NEAR(ddp->achieved_busbw_GBps, 1048576.0 / 0.020 / 1e9, 1e-9);
+  EXPECT_NEAR(ddp->transfer_mean_s, 0.019, 1e-12);
+  EXPECT_NEAR(ddp->achieved_busbw_GBps, 1048576.0 / 0.019 / 1e9, 1e-9);
+  // The wait/transfer split and the per-rank stragglers: ddp is balanced, fsdp's rank 1 persistent.
+  EXPECT_NEAR(ddp->wait_share, 0.001 / ddp->step_rank_median, 1e-12);
+  EXPECT_EQ(ddp->stragglers.kind, "balanced");
+  ASSERT_TRUE(fsdp->has_stragglers);
+  EXPECT_EQ(fsdp->stragglers.kind, "persistent");
+  EXPECT_EQ(fsdp->stragglers.named_rank, 1u);
+  EXPECT_EQ(fsdp->straggler_steps_measured, 6);  // 3 measured steps x 2 trials
+  ASSERT_EQ(fsdp->ranks.size(), 2u);
+  EXPECT_NEAR(fsdp->ranks[0].wait_s, 0.020, 1e-12);
+  EXPECT_NEAR(fsdp->ranks[1].compute_s - fsdp->ranks[0].compute_s, 0.020, 1e-12);
   ASSERT_NE(ddp->reference.run, nullptr);
   EXPECT_DOUBLE_EQ(ddp->reference.bytes, 1048576.0);
   // One trial: std over the 3 measured steps of max-over-ranks step time (steps 1..3: jitter 0/1/0 ms).
@@ -276,29 +296,112 @@ TEST(Report, FailedCommCheckIsShown) {
   EXPECT_NE(r.out.find("No training runs among the inputs."), std::string::npos);
 }
 
+namespace {
+
+// An attribution input with the given shares (data, forward, backward, comm, optimizer), wait and transfer
+// shares, and the straggler summary of `compute` (per step, per rank) with phase means that put all of
+// a rank's extra compute into backward.
+rep::AttributionInput attribution_input(std::array<double, 5> share, double wait, double transfer,
+                                        const std::vector<std::vector<double>>& compute, double threshold = 1.10) {
+  rep::AttributionInput in;
+  in.share = share;
+  in.wait_share = wait;
+  in.transfer_share = transfer;
+  const size_t world = compute[0].size();
+  in.rank_compute_s.assign(world, 0.0);
+  for (const auto& st : compute)
+    for (size_t r = 0; r < world; ++r) in.rank_compute_s[r] += st[r] / double(compute.size());
+  std::vector<std::vector<double>> phases(4, std::vector<double>(world, 0.01));  // data, fwd, bwd, opt
+  phases[2] = in.rank_compute_s;
+  in.stragglers = lorabench::metrics::summarize_stragglers(compute, threshold, phases);
+  in.has_stragglers = true;
+  in.measured_steps = int(compute.size());
+  return in;
+}
+
+std::vector<std::vector<double>> steps_of(size_t n, std::vector<double> per_rank) {
+  return std::vector<std::vector<double>>(n, per_rank);
+}
+
+}  // namespace
+
 TEST(Report, AttributionRules) {
   const rep::AttributionRules rules;
+  const auto balanced = steps_of(6, {0.100, 0.102});
   // data, forward, backward, comm, optimizer shares
-  EXPECT_EQ(rep::attribute({0.05, 0.3, 0.5, 0.05, 0.1}, 1.0, 0, 0.3, {}, rules).verdict, "compute-bound");
-  EXPECT_EQ(rep::attribute({0.25, 0.3, 0.3, 0.05, 0.1}, 1.0, 0, NAN, {}, rules).verdict, "data-bound");
-  EXPECT_EQ(rep::attribute({0.05, 0.3, 0.3, 0.25, 0.1}, 1.0, 0, NAN, {}, rules).verdict, "synchronization-bound");
-  // exactly at the threshold counts
-  EXPECT_EQ(rep::attribute({0.05, 0.3, 0.3, 0.20, 0.1}, 1.0, 0, NAN, {}, rules).verdict, "synchronization-bound");
-  // a straggler alone
-  const auto s = rep::attribute({0.05, 0.3, 0.5, 0.05, 0.1}, 1.25, 3, NAN, {}, rules);
-  EXPECT_EQ(s.verdict, "synchronization-bound");
-  EXPECT_NE(s.evidence[0].find("slowest rank (3) needs 1.25x"), std::string::npos) << s.evidence[0];
-  // both: the larger share wins, the other is mentioned
-  const auto both = rep::attribute({0.30, 0.2, 0.2, 0.22, 0.08}, 1.0, 0, NAN, {"bw"}, rules);
-  EXPECT_EQ(both.verdict, "data-bound");
-  ASSERT_EQ(both.evidence.size(), 3u);
-  EXPECT_EQ(both.evidence[1].rfind("also synchronization", 0), 0u);
-  EXPECT_EQ(both.evidence[2], "bw");
-  EXPECT_EQ(rep::attribute({NAN, 0.3, 0.5, 0.05, 0.1}, 1.0, 0, NAN, {}, rules).verdict, "n/a");
+  const auto c = rep::attribute(attribution_input({0.05, 0.3, 0.5, 0.05, 0.1}, 0.02, 0.03, balanced), rules);
+  EXPECT_EQ(c.verdict, "compute-bound");
+  EXPECT_NE(c.evidence[0].find("forward + backward + optimizer are 90% of the step"), std::string::npos)
+      << c.evidence[0];
+  EXPECT_NE(c.evidence[0].find("the median step's straggler ratio is 1.010 (< 1.10)"), std::string::npos)
+      << c.evidence[0];
+  EXPECT_EQ(rep::attribute(attribution_input({0.25, 0.3, 0.3, 0.05, 0.1}, 0.02, 0.03, balanced), rules).verdict,
+            "data-bound");
+  // communication: the ranks arrive together and still wait
+  const auto cm = rep::attribute(attribution_input({0.05, 0.3, 0.3, 0.30, 0.05}, 0.02, 0.28, balanced), rules);
+  EXPECT_EQ(cm.verdict, "communication-bound");
+  EXPECT_NE(cm.evidence[0].find("arrive together (waiting for peers is 2% of the step) yet stay blocked 28%"),
+            std::string::npos)
+      << cm.evidence[0];
+  // a large exposed share that is waiting for peers, not transfer, is not communication-bound
+  EXPECT_EQ(rep::attribute(attribution_input({0.05, 0.3, 0.3, 0.30, 0.05}, 0.28, 0.02, balanced), rules).verdict,
+            "compute-bound");
+  // exactly at a threshold counts
+  EXPECT_EQ(rep::attribute(attribution_input({0.05, 0.3, 0.3, 0.20, 0.1}, 0.0, 0.20, balanced), rules).verdict,
+            "communication-bound");
+  EXPECT_EQ(rep::attribute(attribution_input({0.20, 0.3, 0.3, 0.0, 0.1}, 0.0, 0.0, balanced), rules).verdict,
+            "data-bound");
+
+  // a persistent straggler: rank 1 computes 3x as long in every step
+  const auto slow = rep::attribute(attribution_input({0.01, 0.3, 0.3, 0.38, 0.01}, 0.37, 0.01,
+                                                     steps_of(5, {0.100, 0.300})),
+                                   rules);
+  EXPECT_EQ(slow.verdict, "straggler-bound");
+  EXPECT_NE(slow.evidence[0].find("rank 1 computes 3.00x as long as the other ranks (300 ms vs 100 ms per step"),
+            std::string::npos)
+      << slow.evidence[0];
+  EXPECT_NE(slow.evidence[0].find("in 5 of 5 measured steps (a persistent straggler)"), std::string::npos);
+  EXPECT_NE(slow.evidence[0].find("its largest excess is in backward (+200 ms per step)"), std::string::npos);
+  EXPECT_NE(slow.evidence[0].find("straggler ratio 1.500"), std::string::npos);
+  // ranks taking turns: still waiting for each other, but no single rank is named as persistent
+  const auto turns = rep::attribute(
+      attribution_input({0.01, 0.3, 0.3, 0.30, 0.01}, 0.25, 0.01,
+                        {{0.1, 0.2}, {0.2, 0.1}, {0.1, 0.2}, {0.2, 0.1}, {0.1, 0.2}, {0.2, 0.1}}),
+      rules);
+  EXPECT_EQ(turns.verdict, "straggler-bound");
+  EXPECT_NE(turns.evidence[0].find("no single slow rank"), std::string::npos) << turns.evidence[0];
+  // a one-step hiccup is not a straggler, and is reported as such
+  auto hiccup_steps = steps_of(9, {0.100, 0.101});
+  hiccup_steps[4] = {0.100, 0.400};
+  const auto hiccup =
+      rep::attribute(attribution_input({0.05, 0.3, 0.5, 0.05, 0.1}, 0.03, 0.02, hiccup_steps), rules);
+  EXPECT_EQ(hiccup.verdict, "compute-bound");
+  ASSERT_EQ(hiccup.evidence.size(), 2u);
+  EXPECT_NE(hiccup.evidence[1].find("hiccups, not a straggler: 1 of 9 measured steps"), std::string::npos)
+      << hiccup.evidence[1];
+
+  // several hold: the largest cost wins, the others are named, the bandwidth evidence follows
+  rep::AttributionInput both = attribution_input({0.30, 0.2, 0.2, 0.22, 0.08}, 0.0, 0.22, balanced);
+  both.comm_evidence = {"bw"};
+  const auto b = rep::attribute(both, rules);
+  EXPECT_EQ(b.verdict, "data-bound");
+  ASSERT_EQ(b.evidence.size(), 3u);
+  EXPECT_EQ(b.evidence[1].rfind("also communication", 0), 0u) << b.evidence[1];
+  EXPECT_EQ(b.evidence[2], "bw");
+  const auto sc = rep::attribute(attribution_input({0.01, 0.2, 0.2, 0.58, 0.01}, 0.35, 0.23,
+                                                   steps_of(5, {0.100, 0.300})),
+                                 rules);
+  EXPECT_EQ(sc.verdict, "straggler-bound");
+  EXPECT_EQ(sc.evidence[1].rfind("also communication", 0), 0u) << sc.evidence[1];
+
+  // missing inputs
+  EXPECT_EQ(rep::attribute(attribution_input({NAN, 0.3, 0.5, 0.05, 0.1}, 0.0, 0.05, balanced), rules).verdict, "n/a");
+  EXPECT_EQ(rep::attribute(attribution_input({0.05, 0.3, 0.5, 0.05, 0.1}, NAN, NAN, balanced), rules).verdict, "n/a");
   // custom thresholds
   rep::AttributionRules strict;
-  strict.comm_share = 0.04;
-  EXPECT_EQ(rep::attribute({0.01, 0.3, 0.5, 0.05, 0.1}, 1.0, 0, NAN, {}, strict).verdict, "synchronization-bound");
+  strict.transfer_share = 0.04;
+  EXPECT_EQ(rep::attribute(attribution_input({0.01, 0.3, 0.5, 0.05, 0.1}, 0.0, 0.05, balanced), strict).verdict,
+            "communication-bound");
 }
 
 TEST(Report, KeyClassesAndBusFactors) {

@@ -15,9 +15,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "lorabench/comm/timeline.hpp"
 
 namespace lorabench::comm {
 
@@ -104,7 +107,8 @@ class Communicator {
   }
   void barrier() { wait(barrier_async()); }
 
-  // Waits on `w` and adds the blocked time to stats().wait_s.
+  // Waits on `w` and adds the blocked time to stats().wait_s (and, with the timeline on, marks the blocked
+  // span of w's collective).
   void wait(const std::unique_ptr<Work>& w);
 
   // Drives progress of outstanding non-blocking operations (MPI needs calls into the library to move
@@ -113,6 +117,27 @@ class Communicator {
 
   const CommStats& stats() const { return stats_; }
   void reset_stats() { stats_ = CommStats{}; }
+
+  // ---- the collective timeline (timeline.hpp; docs/metrics.md, "Waiting for peers and transfer") ----
+  // Off by default. While on, every collective issued through this communicator, and every external one
+  // run through timed_external(), is recorded: its arrival when issued, its blocked span in wait().
+  void enable_timeline(bool on) { timeline_on_ = on; }
+  // The collectives recorded since the last call, in issue order, with their timestamps resolved
+  // (SyncTimer::resolve, so call it outside timed regions); forgets them. A Work issued before the call
+  // and waited for after it keeps no blocked span.
+  std::vector<CollectiveTiming> take_timeline();
+  // Where the timeline's timestamps come from. Default: the host clock (make_host_sync_timer). Not while
+  // a recorded collective is outstanding.
+  void set_sync_timer(std::unique_ptr<SyncTimer> timer);
+  // Runs `call`, a blocking collective made outside this communicator (the control plane's host MPI
+  // calls), and accounts it like one of its own: the before-issue hook, its arrival and blocked span in
+  // the timeline (kind kControlCollective), its duration in stats().wait_s. Collective: every rank makes
+  // it at the same place in its sequence of collectives.
+  void timed_external(const std::function<void()>& call);
+  // Called on this rank just before each collective is issued (also by timed_external), before its
+  // arrival is marked. The trainer's fault.slow_rank stretches the compute that precedes each
+  // collective here. Empty (the default) = nothing.
+  void set_before_issue(std::function<void()> hook) { before_issue_ = std::move(hook); }
 
  protected:
   virtual std::unique_ptr<Work> do_all_reduce(void* buf, size_t count, DataType t, ReduceOp op) = 0;
@@ -126,8 +151,24 @@ class Communicator {
   virtual std::unique_ptr<Work> do_barrier() = 0;
 
  private:
+  // A collective of the timeline whose timestamps are not resolved yet: indices of SyncTimer marks.
+  struct PendingTiming {
+    int kind = 0;
+    int64_t bytes = 0;
+    int64_t arrive = -1, begin = -1, end = -1;
+  };
+  // The before-issue hook, the arrival mark, start(), the byte accounting; wraps the Work so that wait()
+  // finds its timeline entry.
+  std::unique_ptr<Work> issue(CollectiveKind kind, size_t bytes, const std::function<std::unique_ptr<Work>()>& start);
   void account(CollectiveKind kind, size_t bytes);
+  int64_t record_arrival(int kind, int64_t bytes);
+
   CommStats stats_;
+  bool timeline_on_ = false;
+  std::unique_ptr<SyncTimer> timer_;
+  std::vector<PendingTiming> pending_;
+  int64_t first_seq_ = 0;  // timeline sequence number of pending_[0]
+  std::function<void()> before_issue_;
 };
 
 // A Work that is already complete (a collective on one rank, or one finished synchronously).

@@ -10,7 +10,7 @@
 namespace lorabench::schema {
 
 // Bumped whenever a name below changes meaning or disappears. Readers refuse other versions.
-constexpr int kVersion = 1;
+constexpr int kVersion = 2;  // 2: straggler metrics from compute time, wait/transfer split
 constexpr const char* kProgram = "lorabench";
 
 // Root attributes.
@@ -69,7 +69,9 @@ std::vector<h5::Column> comm_result_table_columns();
 // Columns of /metrics/steps, in order. Integer columns are stored as int64.
 enum StepColumn : int {
   kTrial, kStep, kRank, kLoss, kLr, kGradNorm, kClipped, kTokens, kLossTokens,
-  kStepS, kDataS, kForwardS, kBackwardS, kCommExposedS, kOptimizerS, kTokensPerS, kFlops, kMfu,
+  kStepS, kDataS, kForwardS, kBackwardS, kCommExposedS, kOptimizerS,
+  kComputeS, kWaitPeersS, kTransferS, kCollectives, kStepStragglerRatio, kStepSlowestRank,
+  kTokensPerS, kFlops, kMfu,
   kMemCurrent, kMemPeak, kRssPeak,
   kBytesAllReduce, kBytesReduceScatter, kBytesAllGather, kBytesBroadcast, kBytesAllToAll,
   kNumStepColumns

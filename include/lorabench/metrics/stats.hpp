@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace lorabench::metrics {
@@ -30,6 +31,46 @@ struct RankSummary {
   size_t fastest_rank = 0;     // index of the minimum (the lowest rank among ties)
 };
 RankSummary summarize_ranks(const std::vector<double>& per_rank);
+
+// The straggler threshold of the run's summary and of the report's default rules: a rank whose compute
+// time is at least 1.10x the median rank's is a straggler in that step.
+inline constexpr double kStragglerThreshold = 1.10;
+
+// Stragglers found from compute time (the step without the time blocked in collectives), not step time:
+// the collectives make every rank's step time equal (docs/metrics.md, "Stragglers").
+struct StepStraggler {
+  double ratio = 0;         // the step's slowest rank's compute / the median rank's (NaN when the median is 0)
+  size_t slowest_rank = 0;  // lowest rank among ties
+};
+struct StragglerSummary {
+  std::vector<StepStraggler> steps;  // one per step given
+  // From each rank's mean compute over the steps:
+  double ratio = 0;           // slowest rank's mean / median rank's mean (RankSummary::straggler_ratio)
+  size_t slowest_rank = 0;    // the rank with the largest mean
+  // From the steps:
+  double step_ratio_median = 0;  // median over steps of the per-step ratio (a one-step hiccup does not move it)
+  size_t steps_over = 0;         // steps whose ratio reaches the threshold
+  int top_rank = -1;             // the rank most often the slowest in those steps (lowest among ties), -1: none
+  size_t top_steps = 0;          // in how many steps it was
+  // "balanced": no step reaches the threshold. "persistent": the median step does, and top_rank is the
+  // slowest, by at least the threshold, in more than half of the steps. "intermittent": the median step
+  // does, but no rank in most steps. "hiccup": some steps do, the median step does not.
+  std::string kind;
+  // The rank the summary names: top_rank when persistent, else slowest_rank; and in how many steps it was
+  // the slowest by at least the threshold.
+  size_t named_rank = 0;
+  size_t named_steps = 0;
+  double factor = 0;  // named rank's mean compute / median of the other ranks' means (NaN with one rank)
+  // With phase means: the phase (index into phase_rank_means) in which the named rank exceeds the median of
+  // the other ranks most, and by how many seconds per step; -1 / NaN without phases or other ranks.
+  int phase = -1;
+  double phase_excess_s = 0;
+};
+// compute[s][r]: rank r's compute seconds in step s (every step has the same number of ranks).
+// phase_rank_means[p][r]: rank r's mean seconds per step in phase p (optional). REQUIRES: at least one
+// step and one rank. Throws Error otherwise.
+StragglerSummary summarize_stragglers(const std::vector<std::vector<double>>& compute, double threshold,
+                                      const std::vector<std::vector<double>>& phase_rank_means = {});
 
 // Repeated trials: per_trial[t][s] is the value of step s in trial t. The first warmup_steps steps of
 // each trial are dropped, each trial is reduced to its mean, and the trials' means are summarized.

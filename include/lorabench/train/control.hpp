@@ -19,6 +19,9 @@ int64_t allreduce_sum(MPI_Comm comm, int64_t x);
 void allreduce_sum(MPI_Comm comm, std::vector<double>& v);
 // Rank 0 receives every rank's `values` (all ranks pass the same count), in rank order; others get {}.
 std::vector<double> gather_to_root(MPI_Comm comm, const std::vector<double>& values);
+// Rank 0 receives every rank's `values` (the counts may differ), one vector per rank in rank order;
+// others get {}.
+std::vector<std::vector<double>> gatherv_to_root(MPI_Comm comm, const std::vector<double>& values);
 // Rank 0's string on every rank.
 std::string broadcast_string(MPI_Comm comm, const std::string& s);
 // Rank 0 decides (ok, message); every rank gets it.

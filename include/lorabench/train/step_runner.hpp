@@ -25,6 +25,11 @@ struct StepConfig {
   ScheduleSpec schedule;
   model::StepOptions options;   // activation checkpointing, head chunk, hooks
   int nan_at_step = -1;         // fault injection: this rank reports a NaN loss at this step
+  // Fault injection (docs/metrics.md, "Fault injection"): this rank's forward, backward and optimizer
+  // compute take slow_factor times as long: up to each phase change and each collective it issues, it
+  // sleeps (slow_factor - 1) x the compute since the previous such point. 1 = off.
+  double slow_factor = 1;
+  double data_delay_s = 0;      // sleep per micro-batch in the data phase
 };
 
 // Wall seconds of one step by phase. The phases partition the step: they add up to `step` (up to the few
@@ -53,7 +58,9 @@ class StepRunner {
              const StepConfig& c, MPI_Comm world);
 
   // Collective. Runs step `step` (0-based): every micro-step's forward and backward, the global loss
-  // and non-finite check, and (when finite) clipping and the optimizer update.
+  // and non-finite check, and (when finite) clipping and the optimizer update. The control-plane
+  // all-reduces go through the strategy's communicator's timed_external(), so its timeline (when on)
+  // holds every collective of the step.
   StepResult run(int64_t step);
 
   // Called at every phase change with a phase index 0..4 (data, forward, backward, comm, optimizer) and
