@@ -4,6 +4,8 @@ lorabench_mpi_test(test_comm_collectives SOURCES ${_d}/test_comm_collectives.cpp
                    TIMEOUT 300)
 lorabench_mpi_test(test_comm_checker SOURCES ${_d}/test_comm_checker.cpp LIBS lorabench_comm RANKS 2 4 TIMEOUT 120)
 lorabench_mpi_test(test_comm_topology SOURCES ${_d}/test_comm_topology.cpp LIBS lorabench_comm RANKS 2 4 TIMEOUT 120)
+# The collective timeline (wait for peers vs transfer) and the clock offsets between ranks.
+lorabench_mpi_test(test_comm_timeline SOURCES ${_d}/test_comm_timeline.cpp LIBS lorabench_comm RANKS 2 4 TIMEOUT 120)
 lorabench_mpi_test(test_comm_bench SOURCES ${_d}/test_comm_bench.cpp LIBS lorabench_comm RANKS 2 4 TIMEOUT 300)
 # The NCCL bootstrap (id broadcast) runs without a GPU; a build without NCCL checks the refusal instead.
 lorabench_mpi_test(test_comm_nccl SOURCES ${_d}/test_comm_nccl.cpp LIBS lorabench_comm RANKS 2 TIMEOUT 120)

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# End-to-end bottleneck attribution (tests/e2e/bottleneck.cmake): a 2-rank ddp run of the tiny preset,
+# each rank pinned to its own CPU, with one cause of slowness, then lorabench-report on it; the verdict,
+# the rank it names and the numbers behind it are checked.
+#   bottleneck_e2e.sh CASE LORABENCH LORABENCH_REPORT CHECKER WORKDIR SOURCE_DIR MPIEXEC...
+set -euo pipefail
+case_name=$1 lorabench=$2 report=$3 checker=$4 work=$5 src=$6
+shift 6
+mpiexec=("$@")
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+fresh_dir "$work"
+
+# Two CPUs this process may run on: rank r is pinned to cpus[r] (by taskset in a wrapper, so it does not
+# depend on how the MPI launcher binds).
+mapfile -t cpus < <(python3 -c 'import os; print("\n".join(map(str, sorted(os.sched_getaffinity(0)))))')
+[[ ${#cpus[@]} -ge 2 ]] || fail "needs 2 CPUs to pin 2 ranks to, has ${#cpus[@]} (${cpus[*]})"
+cat >pin.sh <<PIN
+#!/usr/bin/env bash
+cpus=(${cpus[0]} ${cpus[1]})
+exec taskset -c "\${cpus[\${OMPI_COMM_WORLD_RANK:-\${PMI_RANK:-0}}]}" "\$@"
+PIN
+chmod +x pin.sh
+
+# ~0.4 s steps (the tiny preset's 151936-row LM head dominates: forward); 8 measured steps.
+train() {
+  local name=$1
+  shift
+  run 0 "$name.log" "${mpiexec[@]}" --bind-to none -n 2 ./pin.sh "$lorabench" "$src/inputs/tiny.ini" \
+    --set run.output_dir="$work/out" --set run.name="$name" --set run.quiet=true --set parallel.strategy=ddp \
+    --set run.steps=10 --set run.warmup_steps=2 --set train.micro_batch=4 --set data.seq_len=64 "$@"
+  "$checker" train-run "out/$name/run.h5" 2 10
+}
+# The report on the given inputs; prints the run's attribution line into $name.verdict.
+verdict() {
+  local name=$1
+  shift
+  run 0 "$name.report.log" "$report" "$@" -o "$name.md"
+  grep -E "^- \*\*$name\*\* \(ddp, 2 ranks\): " "$name.md" >"$name.verdict" || { cat "$name.md" >&2; fail "no verdict for $name"; }
+  cat "$name.verdict"
+}
+# number_at_least FILE REGEX-WITH-ONE-GROUP MIN: the group's number in FILE is >= MIN.
+number_at_least() {
+  local v
+  v=$(sed -nE "s/.*$2.*/\1/p" "$1" | head -n 1)
+  [[ -n $v ]] || { cat "$1" >&2; fail "no match for /$2/ in $1"; }
+  python3 -c "import sys; sys.exit(0 if float('$v') >= float('$3') else 1)" ||
+    { cat "$1" >&2; fail "$v < $3 for /$2/ in $1"; }
+}
+
+case "$case_name" in
+  balanced)
+    train balanced
+    verdict balanced out/balanced/run.h5
+    expect_re balanced.verdict '\*\*compute-bound\*\*: forward \+ backward \+ optimizer are [0-9]+% of the step'
+    # No straggler in the median step: balanced, or at most a few hiccup steps.
+    expect_re balanced.md '^\| balanced \| ddp \| 2 \| .* \| (balanced|hiccup) \|$'
+    ;;
+  slow_rank)
+    # Rank 1's forward, backward and optimizer take 3x as long.
+    train slow_rank --set fault.slow_rank=1 --set fault.slow_factor=3
+    verdict slow_rank out/slow_rank/run.h5
+    expect_re slow_rank.verdict '\*\*straggler-bound\*\*: rank 1 computes [0-9.]+x as long as the other ranks'
+    number_at_least slow_rank.verdict 'rank 1 computes ([0-9.]+)x as long' 2.0
+    expect_re slow_rank.verdict 'in [5-8] of 8 measured steps \(a persistent straggler\); its largest excess is in forward'
+    expect_in slow_rank.log "fault injection: rank 1 computes 3x slower"
+    [[ $(h5attr out/slow_rank/run.h5 /metrics/summary/straggler_rank) == 1 ]] || fail "straggler_rank is not 1"
+    [[ $(h5attr out/slow_rank/run.h5 /metrics/summary/straggler_kind) == persistent ]] || fail "not persistent"
+    ;;
+  slow_data)
+    # Every rank sleeps 300 ms per micro-batch while building its batches.
+    train slow_data --set fault.data_delay_ms=300
+    verdict slow_data out/slow_data/run.h5
+    expect_re slow_data.verdict '\*\*data-bound\*\*: building the batches \(data\) is [0-9]+% of the step'
+    number_at_least slow_data.verdict 'building the batches \(data\) is ([0-9]+)% of the step' 30
+    ;;
+  slow_comm)
+    # Every gradient all-reduce completes 300 ms after MPI completed it; a collective benchmark to compare with.
+    train slow_comm --set fault.comm_delay_ms=300
+    run 0 comm.log "${mpiexec[@]}" -n 2 "$lorabench" comm --ops all_reduce --min-bytes 16K --max-bytes 64K \
+      --factor 2 --warmup 2 --iters 5 -o "$work/out/comm-2/run.h5"
+    verdict slow_comm out/slow_comm/run.h5 out/comm-2/run.h5
+    expect_re slow_comm.verdict '\*\*communication-bound\*\*: the ranks arrive together \(waiting for peers is [0-9]+% of the step\) yet stay blocked [0-9]+% of the step after the last one arrived'
+    number_at_least slow_comm.verdict 'yet stay blocked ([0-9]+)% of the step' 30
+    expect_re slow_comm.verdict 'all_reduce moved 36\.50 KiB per rank per step, i\.e\. [0-9.]+ [kMG]B/s bus bandwidth over the transfer time'
+    expect_re slow_comm.verdict 'the collective benchmark \([a-z0-9-]+\) reached [0-9.]+ [kMG]B/s busbw for all_reduce fp32 at 32\.00 KiB on 2 ranks \(achieved/benchmark = [0-9.e+-]+%\): far below the benchmark'
+    ;;
+  external_load)
+    # Rank 1 shares its CPU with a busy process started outside lorabench: no fault option at all.
+    taskset -c "${cpus[1]}" bash -c 'while :; do :; done' &
+    busy=$!
+    trap 'kill "$busy" 2>/dev/null || true' EXIT
+    train external_load
+    kill "$busy"
+    trap - EXIT
+    verdict external_load out/external_load/run.h5
+    expect_re external_load.verdict '\*\*straggler-bound\*\*: rank 1 computes [0-9.]+x as long as the other ranks'
+    number_at_least external_load.verdict 'rank 1 computes ([0-9.]+)x as long' 1.4
+    expect_re external_load.verdict '\(a persistent straggler\)'
+    expect_not_in external_load.log "fault injection"
+    ;;
+  *) fail "unknown case $case_name" ;;
+esac
+echo "ok"
