@@ -11,11 +11,15 @@
 
 namespace lorabench::report {
 
-const std::array<const char*, 4> kComputePhaseNames = {"data", "forward", "backward", "optimizer"};
-
 namespace {
 
 double pct(double share) { return 100.0 * share; }
+
+// Seconds as milliseconds: 3 significant digits, whole milliseconds from 100 ms on ("1270 ms", "8.5 ms").
+std::string ms_text(double s) {
+  if (!known(s)) return "n/a";
+  return std::abs(1e3 * s) >= 100 ? strformat("%.0f ms", 1e3 * s) : strformat("%.3g ms", 1e3 * s);
+}
 
 // Sample std of at least two values, else NaN (metrics::sample_stddev's convention).
 double std_or_nan(const std::vector<double>& v) { return v.size() >= 2 ? metrics::sample_stddev(v) : NAN; }
@@ -133,7 +137,7 @@ void fill_stragglers(TrainRow& t, const RunRecord& r, double threshold) {
     if (v.empty()) v.assign(world, -1);
     v[size_t(rank[i])] = long(i);
   }
-  const char* phase_cols[] = {"data_s", "forward_s", "backward_s", "optimizer_s"};  // compute phases
+  const char* phase_cols[] = {"data_s", "forward_s", "backward_s", "optimizer_s"};  // metrics::kStragglerPhases
   std::vector<std::vector<double>> compute;
   std::vector<std::vector<double>> phase_sum(4, std::vector<double>(world, 0.0));
   std::vector<RankStat> ranks(world);
@@ -292,7 +296,7 @@ std::vector<std::string> comm_evidence(const TrainRow& t, const std::vector<cons
   if (known(t.achieved_busbw_GBps)) {
     s += strformat(", i.e. %s bus bandwidth over the transfer time (%s per step blocked after every rank "
                    "arrived)",
-                   bandwidth(t.achieved_busbw_GBps).c_str(), strformat("%.3g ms", 1e3 * t.transfer_mean_s).c_str());
+                   bandwidth(t.achieved_busbw_GBps).c_str(), ms_text(t.transfer_mean_s).c_str());
   } else {
     s += ", with no transfer time (fully overlapped, or the wait/transfer split is unknown)";
   }
@@ -434,8 +438,6 @@ CounterSummary summarize_counters(const RunRecord& r, int warm) {
 
 namespace {
 
-std::string ms_text(double s) { return known(s) ? strformat("%.3g ms", 1e3 * s) : "n/a"; }
-
 // The straggler sentence: who, by how much, in which phase, how often, and what it costs the others.
 std::string straggler_sentence(const AttributionInput& in, const AttributionRules& rules) {
   const metrics::StragglerSummary& g = in.stragglers;
@@ -453,7 +455,7 @@ std::string straggler_sentence(const AttributionInput& in, const AttributionRule
                   named, g.factor, ms_text(mine).c_str(), ms_text(rest).c_str(), rules.straggler_ratio,
                   g.named_steps, in.measured_steps);
     if (g.phase >= 0)
-      s += strformat("; its largest excess is in %s (+%s per step)", kComputePhaseNames[size_t(g.phase)],
+      s += strformat("; its largest excess is in %s (+%s per step)", metrics::kStragglerPhases[size_t(g.phase)],
                      ms_text(g.phase_excess_s).c_str());
   } else {
     s = strformat("no single slow rank: in the median step the straggler ratio is %.3f (threshold %.2f), but the slowest rank changes from step to step (rank %zu in %zu of %d measured steps; "

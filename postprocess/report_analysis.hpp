@@ -20,9 +20,6 @@ inline constexpr std::array<const char*, kPhases> kPhaseKeys = {"data", "forward
 inline constexpr std::array<const char*, kPhases> kPhaseLabels = {"data", "forward", "backward", "comm (exposed)",
                                                                   "optimizer"};
 
-// The phases whose excess locates a straggler (metrics::StragglerSummary::phase indexes these).
-extern const std::array<const char*, 4> kComputePhaseNames;
-
 // Collectives as in the bytes_* step columns and /comm/op_names.
 inline constexpr int kCollectives = 5;
 inline constexpr std::array<const char*, kCollectives> kCollectiveNames = {"all_reduce", "reduce_scatter", "all_gather",

@@ -10,6 +10,7 @@
 #include "lorabench/core/mpi_session.hpp"
 #include "lorabench/core/strings.hpp"
 #include "lorabench/core/sysinfo.hpp"
+#include "forwarding_communicator.hpp"
 
 namespace lorabench::comm {
 
@@ -25,11 +26,10 @@ bool mpi_finalized() {
 }
 
 
-class CheckedCommunicator final : public Communicator {
+class CheckedCommunicator final : public ForwardingCommunicator {
  public:
   CheckedCommunicator(std::unique_ptr<Communicator> inner, MPI_Comm comm, const CheckerOptions& opt)
-      : inner_(std::move(inner)), opt_(opt) {
-    LB_CHECK(inner_ != nullptr, "make_checked_communicator needs a communicator to wrap");
+      : ForwardingCommunicator(std::move(inner), "make_checked_communicator"), opt_(opt) {
     LB_MPI_CHECK(MPI_Comm_dup(comm, &comm_));
     LB_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
     int r = 0, n = 0;
@@ -53,12 +53,6 @@ class CheckedCommunicator final : public Communicator {
   }
   CheckedCommunicator(const CheckedCommunicator&) = delete;
   CheckedCommunicator& operator=(const CheckedCommunicator&) = delete;
-
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  std::string backend_name() const override { return inner_->backend_name(); }
-  bool device_buffers() const override { return inner_->device_buffers(); }
-  void progress() override { inner_->progress(); }
 
  protected:
   std::unique_ptr<Work> do_all_reduce(void* buf, size_t count, DataType t, ReduceOp op) override {
@@ -200,7 +194,6 @@ class CheckedCommunicator final : public Communicator {
     fail(msg);
   }
 
-  std::unique_ptr<Communicator> inner_;
   CheckerOptions opt_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   int64_t seq_ = 0;

@@ -5,6 +5,7 @@
 
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/sysinfo.hpp"
+#include "forwarding_communicator.hpp"
 
 namespace lorabench::comm {
 
@@ -36,18 +37,12 @@ class DelayedWork final : public Work {
   double done_at_ = -1;
 };
 
-class DelayedCommunicator final : public Communicator {
+class DelayedCommunicator final : public ForwardingCommunicator {
  public:
-  DelayedCommunicator(std::unique_ptr<Communicator> inner, double delay_s) : inner_(std::move(inner)), delay_s_(delay_s) {
-    LB_CHECK(inner_ != nullptr, "make_delayed_communicator needs a communicator to wrap");
+  DelayedCommunicator(std::unique_ptr<Communicator> inner, double delay_s)
+      : ForwardingCommunicator(std::move(inner), "make_delayed_communicator"), delay_s_(delay_s) {
     LB_CHECK(delay_s >= 0, "a negative communication delay");
   }
-
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  std::string backend_name() const override { return inner_->backend_name(); }
-  bool device_buffers() const override { return inner_->device_buffers(); }
-  void progress() override { inner_->progress(); }
 
  protected:
   std::unique_ptr<Work> do_all_reduce(void* buf, size_t count, DataType t, ReduceOp op) override {
@@ -75,7 +70,6 @@ class DelayedCommunicator final : public Communicator {
  private:
   std::unique_ptr<Work> delayed(std::unique_ptr<Work> w) { return std::make_unique<DelayedWork>(std::move(w), delay_s_); }
 
-  std::unique_ptr<Communicator> inner_;
   double delay_s_;
 };
 

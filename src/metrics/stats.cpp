@@ -131,6 +131,22 @@ StragglerSummary summarize_stragglers(const std::vector<std::vector<double>>& co
   return out;
 }
 
+std::vector<SummaryAttribute> straggler_summary_attributes(const StragglerSummary& s, double threshold) {
+  auto num = [](const char* name, double v) { return SummaryAttribute{name, v, "", false}; };
+  auto text = [](const char* name, std::string v) { return SummaryAttribute{name, 0, std::move(v), true}; };
+  return {num("straggler_ratio", s.ratio),
+          num("slowest_rank", static_cast<double>(s.slowest_rank)),
+          num("straggler_threshold", threshold),
+          num("straggler_step_ratio_median", s.step_ratio_median),
+          num("straggler_steps", static_cast<double>(s.steps_over)),
+          text("straggler_kind", s.kind),
+          num("straggler_rank", static_cast<double>(s.named_rank)),
+          num("straggler_rank_steps", static_cast<double>(s.named_steps)),
+          num("straggler_factor", s.factor),
+          text("straggler_phase", s.phase >= 0 ? kStragglerPhases[static_cast<size_t>(s.phase)] : ""),
+          num("straggler_phase_excess_s", s.phase_excess_s)};
+}
+
 RepeatSummary summarize_repeats(const std::vector<std::vector<double>>& per_trial, size_t warmup_steps) {
   LB_CHECK(!per_trial.empty(), "repeat summary of no trials");
   RepeatSummary r;

@@ -46,7 +46,8 @@ class PhaseClock {
   // and before every collective, so each collective sees the slowed arrival. The sleep is part of the
   // current phase.
   void stretch() {
-    if (slow_factor_ > 1 && (cur_ == kForward || cur_ == kBackward || cur_ == kOptimizer))
+    if (slow_factor_ <= 1) return;
+    if (cur_ == kForward || cur_ == kBackward || cur_ == kOptimizer)
       sleep_s((slow_factor_ - 1) * ((sys::now_s() - point_) - (waits() - point_waits_)));
     point_ = sys::now_s();
     point_waits_ = waits();

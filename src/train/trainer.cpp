@@ -648,23 +648,16 @@ void Trainer::finish() {
   const char* sync_names[3] = {"compute_s", "wait_peers_s", "transfer_s"};
   for (int k = 0; k < 3; ++k) write_rank_summary(sync_names[k], per_rank_sync[k]);
 
-  // Stragglers from compute time (docs/metrics.md, "Stragglers"); the phase compared are the compute ones.
-  const int compute_phases[4] = {0, 1, 2, 4};  // data, forward, backward, optimizer
+  // Stragglers from compute time (docs/metrics.md, "Stragglers"), located in the compute phases.
+  const int compute_phases[4] = {0, 1, 2, 4};  // metrics::kStragglerPhases: data, forward, backward, optimizer
   std::vector<std::vector<double>> phase_means;
   for (int p : compute_phases) phase_means.push_back(rank_means(per_rank_phase[p]));
   const metrics::StragglerSummary sg =
       metrics::summarize_stragglers(compute_by_step, metrics::kStragglerThreshold, phase_means);
-  run.write_summary("straggler_ratio", sg.ratio);
-  run.write_summary("slowest_rank", double(sg.slowest_rank));
-  run.write_summary("straggler_threshold", metrics::kStragglerThreshold);
-  run.write_summary("straggler_step_ratio_median", sg.step_ratio_median);
-  run.write_summary("straggler_steps", double(sg.steps_over));
-  run.write_summary("straggler_kind", sg.kind);
-  run.write_summary("straggler_rank", double(sg.named_rank));
-  run.write_summary("straggler_rank_steps", double(sg.named_steps));
-  run.write_summary("straggler_factor", sg.factor);
-  run.write_summary("straggler_phase", sg.phase >= 0 ? names[compute_phases[sg.phase]] : "");
-  run.write_summary("straggler_phase_excess_s", sg.phase_excess_s);
+  for (const auto& a : metrics::straggler_summary_attributes(sg, metrics::kStragglerThreshold)) {
+    if (a.is_text) run.write_summary(a.name, a.text);
+    else run.write_summary(a.name, a.number);
+  }
   run.write_summary("clock_sync", clocks_.describe());
   run.write_summary("clock_offset_error_s", clocks_.max_error_s());
 

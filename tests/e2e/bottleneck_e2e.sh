@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# End-to-end bottleneck attribution (tests/e2e/bottleneck.cmake): a 2-rank ddp run of the tiny preset,
-# each rank pinned to its own CPU, with one cause of slowness, then lorabench-report on it; the verdict,
-# the rank it names and the numbers behind it are checked.
+# End-to-end bottleneck attribution (tests/e2e/bottleneck.cmake): a 2-rank ddp run of the tiny preset
+# with one cause of slowness, then lorabench-report on it; the verdict, the rank it names and the numbers
+# behind it are checked.
 #   bottleneck_e2e.sh CASE LORABENCH LORABENCH_REPORT CHECKER WORKDIR SOURCE_DIR MPIEXEC...
 set -euo pipefail
 case_name=$1 lorabench=$2 report=$3 checker=$4 work=$5 src=$6
@@ -10,22 +10,26 @@ mpiexec=("$@")
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 fresh_dir "$work"
 
-# Two CPUs this process may run on: rank r is pinned to cpus[r] (by taskset in a wrapper, so it does not
-# depend on how the MPI launcher binds).
-mapfile -t cpus < <(python3 -c 'import os; print("\n".join(map(str, sorted(os.sched_getaffinity(0)))))')
-[[ ${#cpus[@]} -ge 2 ]] || fail "needs 2 CPUs to pin 2 ranks to, has ${#cpus[@]} (${cpus[*]})"
-cat >pin.sh <<PIN
-#!/usr/bin/env bash
-cpus=(${cpus[0]} ${cpus[1]})
-exec taskset -c "\${cpus[\${OMPI_COMM_WORLD_RANK:-\${PMI_RANK:-0}}]}" "\$@"
-PIN
-chmod +x pin.sh
-
-# ~0.4 s steps (the tiny preset's 151936-row LM head dominates: forward); 8 measured steps.
+# ~0.4 s steps (the tiny preset's 151936-row LM head dominates: forward); 8 measured steps. The ranks are
+# not bound to cores (--bind-to none): the kernel spreads them and anything else that runs, so only the
+# injected cause makes a rank slow. train_prefix runs each rank through a wrapper (external_load pins them).
+train_prefix=()
+# These are timing measurements: on failure, say how busy the machine was (another process competing for a
+# CPU makes a rank a real straggler), and stop the busy process of external_load.
+busy=""
+on_exit() {
+  local rc=$?
+  [[ -z $busy ]] || kill "$busy" 2>/dev/null || true
+  if [[ $rc -ne 0 ]]; then
+    echo "load average at the end: $(cat /proc/loadavg); busiest processes:" >&2
+    ps -eo pid,ni,pcpu,etime,comm --sort=-pcpu | head -n 6 >&2
+  fi
+}
+trap on_exit EXIT
 train() {
   local name=$1
   shift
-  run 0 "$name.log" "${mpiexec[@]}" --bind-to none -n 2 ./pin.sh "$lorabench" "$src/inputs/tiny.ini" \
+  run 0 "$name.log" "${mpiexec[@]}" --bind-to none -n 2 "${train_prefix[@]}" "$lorabench" "$src/inputs/tiny.ini" \
     --set run.output_dir="$work/out" --set run.name="$name" --set run.quiet=true --set parallel.strategy=ddp \
     --set run.steps=10 --set run.warmup_steps=2 --set train.micro_batch=4 --set data.seq_len=64 "$@"
   "$checker" train-run "out/$name/run.h5" 2 10
@@ -56,6 +60,13 @@ case "$case_name" in
     expect_re balanced.md '^\| balanced \| ddp \| 2 \| .* \| (balanced|hiccup) \|$'
     ;;
   slow_rank)
+    # Bad fault settings are configuration errors naming the file (or --set) and the key, exit code 2.
+    printf '[fault]\nslow_rank = 1\nslow_factor = 0.5\n' >bad.ini
+    run 2 bad.log "${mpiexec[@]}" -n 2 "$lorabench" bad.ini
+    expect_in bad.log "bad.ini:3: fault.slow_factor: must be in [1, inf), got 0.5"
+    run 2 bad.log "${mpiexec[@]}" -n 2 "$lorabench" "$src/inputs/tiny.ini" --set parallel.strategy=ddp \
+      --set fault.slow_rank=2 --set fault.slow_factor=3
+    expect_in bad.log "--set: fault.slow_rank: rank 2 does not exist in a job of 2 ranks"
     # Rank 1's forward, backward and optimizer take 3x as long.
     train slow_rank --set fault.slow_rank=1 --set fault.slow_factor=3
     verdict slow_rank out/slow_rank/run.h5
@@ -85,13 +96,23 @@ case "$case_name" in
     expect_re slow_comm.verdict 'the collective benchmark \([a-z0-9-]+\) reached [0-9.]+ [kMG]B/s busbw for all_reduce fp32 at 32\.00 KiB on 2 ranks \(achieved/benchmark = [0-9.e+-]+%\): far below the benchmark'
     ;;
   external_load)
-    # Rank 1 shares its CPU with a busy process started outside lorabench: no fault option at all.
+    # Rank 1 shares its CPU with a busy process started outside lorabench; no fault option at all. Each
+    # rank is pinned to its own CPU (taskset in a wrapper, so it does not depend on how the MPI launcher
+    # binds), the busy process to rank 1's.
+    mapfile -t cpus < <(python3 -c 'import os; print("\n".join(map(str, sorted(os.sched_getaffinity(0)))))')
+    [[ ${#cpus[@]} -ge 2 ]] || fail "needs 2 CPUs to pin 2 ranks to, has ${#cpus[@]} (${cpus[*]})"
+    cat >pin.sh <<PIN
+#!/usr/bin/env bash
+cpus=(${cpus[0]} ${cpus[1]})
+exec taskset -c "\${cpus[\${OMPI_COMM_WORLD_RANK:-\${PMI_RANK:-0}}]}" "\$@"
+PIN
+    chmod +x pin.sh
+    train_prefix=(./pin.sh)
     taskset -c "${cpus[1]}" bash -c 'while :; do :; done' &
     busy=$!
-    trap 'kill "$busy" 2>/dev/null || true' EXIT
     train external_load
     kill "$busy"
-    trap - EXIT
+    busy=""
     verdict external_load out/external_load/run.h5
     expect_re external_load.verdict '\*\*straggler-bound\*\*: rank 1 computes [0-9.]+x as long as the other ranks'
     number_at_least external_load.verdict 'rank 1 computes ([0-9.]+)x as long' 1.4

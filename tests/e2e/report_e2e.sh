@@ -25,7 +25,7 @@ expect_re "$md" '^\| ddp \| C1 \| ddp \| 2 \| fp32 \| 2 x 1 x 2 = 4 \|.*\| (VALI
 expect_re "$md" '^## Scaling$'
 expect_re "$md" '^\| C1 \| single \| single \| 1 \| 2 \| [0-9.]+ \| 1\.00x \| 100\.0% \| single \|$'
 expect_re "$md" '^\| C1 \| ddp \| ddp \| 2 \| 4 \| [0-9.]+ \| [0-9.]+x \| [0-9.]+% \| single \|$'
-expect_re "$md" '^- \*\*ddp\*\* \(ddp, 2 ranks\): \*\*(compute|data|synchronization)-bound\*\*'
+expect_re "$md" '^- \*\*ddp\*\* \(ddp, 2 ranks\): \*\*(compute|data|straggler|communication)-bound\*\*'
 expect_re "$md" 'all_reduce moved .* per rank per step'
 expect_re "$md" 'the collective benchmark \(comm\) reached'
 expect_re "$md" '^\| all_reduce \| fp32 \| 1\.00 KiB \|'

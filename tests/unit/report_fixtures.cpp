@@ -245,21 +245,14 @@ void write_train_fixture(const std::string& dir, const TrainFixture& f) {
   rank_summary("compute_s", per_rank_sync[0]);
   rank_summary("wait_peers_s", per_rank_sync[1]);
   rank_summary("transfer_s", per_rank_sync[2]);
-  const int compute_phases[4] = {0, 1, 2, 4};
+  const int compute_phases[4] = {0, 1, 2, 4};  // metrics::kStragglerPhases
   std::vector<std::vector<double>> phase_means;
   for (int p : compute_phases) phase_means.push_back(means(per_rank_phase[p]));
   const auto sg = metrics::summarize_stragglers(compute_by_step, metrics::kStragglerThreshold, phase_means);
-  w.write_summary("straggler_ratio", sg.ratio);
-  w.write_summary("slowest_rank", double(sg.slowest_rank));
-  w.write_summary("straggler_threshold", metrics::kStragglerThreshold);
-  w.write_summary("straggler_step_ratio_median", sg.step_ratio_median);
-  w.write_summary("straggler_steps", double(sg.steps_over));
-  w.write_summary("straggler_kind", sg.kind);
-  w.write_summary("straggler_rank", double(sg.named_rank));
-  w.write_summary("straggler_rank_steps", double(sg.named_steps));
-  w.write_summary("straggler_factor", sg.factor);
-  w.write_summary("straggler_phase", sg.phase >= 0 ? names[compute_phases[sg.phase]] : "");
-  w.write_summary("straggler_phase_excess_s", sg.phase_excess_s);
+  for (const auto& a : metrics::straggler_summary_attributes(sg, metrics::kStragglerThreshold)) {
+    if (a.is_text) w.write_summary(a.name, a.text);
+    else w.write_summary(a.name, a.number);
+  }
   w.write_summary("clock_sync", "shared clock (one host: CLOCK_MONOTONIC)");
   w.write_summary("clock_offset_error_s", 0.0);
   w.write_validation({{"losses_finite", true, "every step's loss is finite"},

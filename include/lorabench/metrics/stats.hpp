@@ -5,6 +5,7 @@
 // deviation of fewer than two values is NaN (undefined, and printed as such rather than as a fake 0).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -66,11 +67,28 @@ struct StragglerSummary {
   int phase = -1;
   double phase_excess_s = 0;
 };
+// The phases whose excess locates a straggler, in the order the trainer and the report pass their means
+// (phase_rank_means below): StragglerSummary::phase indexes this.
+inline constexpr std::array<const char*, 4> kStragglerPhases = {"data", "forward", "backward", "optimizer"};
+
 // compute[s][r]: rank r's compute seconds in step s (every step has the same number of ranks).
 // phase_rank_means[p][r]: rank r's mean seconds per step in phase p (optional). REQUIRES: at least one
 // step and one rank. Throws Error otherwise.
 StragglerSummary summarize_stragglers(const std::vector<std::vector<double>>& compute, double threshold,
                                       const std::vector<std::vector<double>>& phase_rank_means = {});
+
+// The straggler attributes of a run's /metrics/summary (docs/hdf5-schema.md) for `s`, summarized at
+// `threshold` with phases in kStragglerPhases order: straggler_ratio, slowest_rank, straggler_threshold,
+// straggler_step_ratio_median, straggler_steps, straggler_kind, straggler_rank, straggler_rank_steps,
+// straggler_factor, straggler_phase, straggler_phase_excess_s. One writer for the trainer and the report's
+// test fixtures.
+struct SummaryAttribute {
+  std::string name;
+  double number = 0;
+  std::string text;
+  bool is_text = false;
+};
+std::vector<SummaryAttribute> straggler_summary_attributes(const StragglerSummary& s, double threshold);
 
 // Repeated trials: per_trial[t][s] is the value of step s in trial t. The first warmup_steps steps of
 // each trial are dropped, each trial is reduced to its mean, and the trials' means are summarized.
