@@ -54,7 +54,7 @@ std::vector<double> wait_for_peers(const std::vector<std::vector<CollectiveTimin
     if (r.size() != n) return {};
   for (size_t i = 0; i < n; ++i) {
     double last = -INFINITY;
-    for (size_t r = 0; r < world; ++r) last = std::max(last, per_rank[r][i].arrive_s - offset_s[r]);
+    for (size_t r = 0; r < world; ++r) last = std::max(last, per_rank[r][i].ready_s - offset_s[r]);
     for (size_t r = 0; r < world; ++r) {
       const CollectiveTiming& c = per_rank[r][i];
       if (!(c.blocked_s > 0) || !std::isfinite(c.block_begin_s)) continue;
@@ -225,14 +225,17 @@ std::vector<CollectiveTiming> Communicator::take_timeline() {
   if (!timer_) return out;
   const std::vector<double> t = timer_->resolve();
   auto at = [&](int64_t i) { return i >= 0 && i < static_cast<int64_t>(t.size()) ? t[i] : NAN; };
+  const bool async = async_progress();
   out.reserve(pending_.size());
   for (const auto& p : pending_) {
     CollectiveTiming c;
     c.kind = p.kind;
     c.bytes = p.bytes;
     c.arrive_s = at(p.arrive);
-    c.block_begin_s = p.begin >= 0 && p.end >= 0 ? at(p.begin) : NAN;
-    c.blocked_s = p.begin >= 0 && p.end >= 0 ? at(p.end) - at(p.begin) : 0.0;
+    const bool waited = p.begin >= 0 && p.end >= 0;
+    c.block_begin_s = waited ? at(p.begin) : NAN;
+    c.blocked_s = waited ? at(p.end) - at(p.begin) : 0.0;
+    c.ready_s = waited && !async ? c.block_begin_s : c.arrive_s;
     out.push_back(c);
   }
   first_seq_ += static_cast<int64_t>(pending_.size());

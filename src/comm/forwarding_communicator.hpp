@@ -16,6 +16,7 @@ class ForwardingCommunicator : public Communicator {
   int size() const override { return inner_->size(); }
   std::string backend_name() const override { return inner_->backend_name(); }
   bool device_buffers() const override { return inner_->device_buffers(); }
+  bool async_progress() const override { return inner_->async_progress(); }
   void progress() override { inner_->progress(); }
 
  protected:

@@ -219,6 +219,7 @@ class NcclCommunicator final : public Communicator {
   int size() const override { return size_; }
   std::string backend_name() const override { return "nccl"; }
   bool device_buffers() const override { return true; }
+  bool async_progress() const override { return true; }
 
  protected:
   std::unique_ptr<Work> do_all_reduce(void* buf, size_t count, DataType t, ReduceOp op) override {

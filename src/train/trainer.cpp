@@ -163,10 +163,10 @@ int64_t state_digest(const std::vector<at::Tensor>& ts) {
 }
 
 // Timelines of several steps as doubles, to gather them: per step the number of collectives n, then
-// (arrive_s, block_begin_s, blocked_s) of each.
+// (ready_s, block_begin_s, blocked_s) of each: what the split needs.
 void append_timeline(std::vector<double>& out, const std::vector<comm::CollectiveTiming>& t) {
   out.push_back(double(t.size()));
-  for (const auto& c : t) out.insert(out.end(), {c.arrive_s, c.block_begin_s, c.blocked_s});
+  for (const auto& c : t) out.insert(out.end(), {c.ready_s, c.block_begin_s, c.blocked_s});
 }
 std::vector<std::vector<comm::CollectiveTiming>> parse_timelines(const std::vector<double>& v) {
   std::vector<std::vector<comm::CollectiveTiming>> out;
@@ -175,7 +175,7 @@ std::vector<std::vector<comm::CollectiveTiming>> parse_timelines(const std::vect
     LB_CHECK(i + 3 * n <= v.size(), "truncated timeline");
     std::vector<comm::CollectiveTiming> t(n);
     for (size_t k = 0; k < n; ++k, i += 3) {
-      t[k].arrive_s = v[i];
+      t[k].ready_s = v[i];
       t[k].block_begin_s = v[i + 1];
       t[k].blocked_s = v[i + 2];
     }

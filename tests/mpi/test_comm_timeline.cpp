@@ -20,19 +20,19 @@ using lbtest::world_size;
 
 namespace {
 
-// Every rank's timeline (arrive, begin, blocked of each collective), on every rank.
+// Every rank's timeline (ready, begin, blocked of each collective), on every rank.
 std::vector<std::vector<CollectiveTiming>> everyones(const std::vector<CollectiveTiming>& mine) {
   const int n = world_size();
   const int k = static_cast<int>(mine.size());
   std::vector<double> send;
-  for (const auto& c : mine) send.insert(send.end(), {c.arrive_s, c.block_begin_s, c.blocked_s});
+  for (const auto& c : mine) send.insert(send.end(), {c.ready_s, c.block_begin_s, c.blocked_s});
   std::vector<double> all(static_cast<size_t>(3 * k * n));
   MPI_Allgather(send.data(), 3 * k, MPI_DOUBLE, all.data(), 3 * k, MPI_DOUBLE, MPI_COMM_WORLD);
   std::vector<std::vector<CollectiveTiming>> out(n, std::vector<CollectiveTiming>(k));
   for (int r = 0; r < n; ++r)
     for (int i = 0; i < k; ++i) {
       const double* p = &all[static_cast<size_t>(3 * (r * k + i))];
-      out[r][i].arrive_s = p[0];
+      out[r][i].ready_s = p[0];
       out[r][i].block_begin_s = p[1];
       out[r][i].blocked_s = p[2];
     }
@@ -64,6 +64,29 @@ TEST(Timeline, LateRankIsWaitedForNotTransfer) {
       EXPECT_LT(all[r][0].blocked_s - wait[r], 0.1) << "rank " << r << ": little transfer after the last arrival";
     }
   }
+}
+
+TEST(Timeline, IssuedEarlyWaitedLateIsWaiting) {
+  // Every rank issues the all-reduce at once (an FSDP prefetch), then the last rank computes 300 ms before
+  // it waits. Open MPI moves the collective only inside MPI calls, so the others wait for it all that
+  // time: waiting for a peer, although every rank had issued it.
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD);
+  ASSERT_FALSE(comm->async_progress());
+  comm->enable_timeline(true);
+  const int last = world_size() - 1;
+  MPI_Barrier(MPI_COMM_WORLD);
+  double x = 1;
+  auto w = comm->all_reduce_async(&x, 1, DataType::kFloat64, ReduceOp::kSum);
+  if (world_rank() == last) sleep_s(0.3);
+  comm->wait(w);
+  EXPECT_EQ(x, world_size());
+  const auto mine = comm->take_timeline();
+  ASSERT_EQ(mine.size(), 1u);
+  EXPECT_EQ(mine[0].ready_s, mine[0].block_begin_s) << "MPI: ready when the rank starts waiting";
+  const auto all = everyones(mine);
+  const std::vector<double> wait = wait_for_peers(all, std::vector<double>(world_size(), 0.0));
+  for (int r = 0; r < last; ++r) EXPECT_GT(wait[r], 0.2) << "rank " << r;
+  EXPECT_LT(wait[last], 0.05);
 }
 
 TEST(Timeline, SlowLinkIsTransferNotWaiting) {

@@ -247,15 +247,16 @@ namespace {
 
 // ---- the collective timeline: the split arithmetic, and what a communicator records -------------
 
-CollectiveTiming timing(double arrive, double begin, double blocked) {
+// A collective issued and ready at `ready` (a backend that moves collectives by itself, or a blocking call).
+CollectiveTiming timing(double ready, double begin, double blocked) {
   CollectiveTiming c;
-  c.arrive_s = arrive;
+  c.arrive_s = c.ready_s = ready;
   c.block_begin_s = begin;
   c.blocked_s = blocked;
   return c;
 }
 
-TEST(Timeline, WaitIsTheBlockedTimeBeforeTheLastArrival) {
+TEST(Timeline, WaitIsTheBlockedTimeBeforeTheLastRankIsReady) {
   // Blocking collective: rank 0 arrives at 1.0 and is blocked 0.5 s; rank 1 arrives at 1.4, blocked 0.1 s.
   // Rank 0 waited 0.4 s for rank 1, then both moved bytes for 0.1 s.
   auto w = wait_for_peers({{timing(1.0, 1.0, 0.5)}, {timing(1.4, 1.4, 0.1)}}, {0, 0});
@@ -269,7 +270,7 @@ TEST(Timeline, WaitIsTheBlockedTimeBeforeTheLastArrival) {
   // The wait never exceeds the blocked time (rank 0 blocked 0.05 s only: the transfer overlapped).
   w = wait_for_peers({{timing(1.0, 1.0, 0.05)}, {timing(1.4, 1.4, 0.1)}}, {0, 0});
   EXPECT_DOUBLE_EQ(w[0], 0.05);
-  // Several collectives add up; a collective never waited for contributes its arrival only.
+  // Several collectives add up; a collective never waited for contributes its ready time only.
   w = wait_for_peers({{timing(1.0, 1.0, 0.2), timing(2.0, NAN, 0.0), timing(3.0, 3.0, 0.5)},
                       {timing(1.1, 1.1, 0.1), timing(2.5, 2.5, 0.0), timing(3.3, 3.3, 0.2)}},
                      {0, 0});
@@ -289,14 +290,16 @@ TEST(Timeline, ClockOffsetsAndMismatches) {
   EXPECT_THROW(wait_for_peers({{timing(1, 1, 0)}}, {0, 0}), lorabench::Error);
 }
 
-// A one-rank communicator whose collectives complete after `work_s` seconds (a fake backend).
+// A one-rank communicator whose collectives complete after `work_s` seconds (a fake backend), moving by
+// themselves or not (async_progress).
 class FakeCommunicator final : public Communicator {
  public:
-  explicit FakeCommunicator(double work_s) : work_s_(work_s) {}
+  explicit FakeCommunicator(double work_s, bool async = false) : work_s_(work_s), async_(async) {}
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string backend_name() const override { return "fake"; }
   bool device_buffers() const override { return false; }
+  bool async_progress() const override { return async_; }
 
  protected:
   std::unique_ptr<Work> do_all_reduce(void*, size_t, DataType, ReduceOp) override { return work(); }
@@ -323,6 +326,7 @@ class FakeCommunicator final : public Communicator {
   };
   std::unique_ptr<Work> work() { return std::make_unique<SlowWork>(lorabench::sys::now_s() + work_s_); }
   double work_s_;
+  bool async_;
 };
 
 TEST(Timeline, CommunicatorRecordsArrivalsAndBlockedSpans) {
@@ -356,6 +360,7 @@ TEST(Timeline, CommunicatorRecordsArrivalsAndBlockedSpans) {
   EXPECT_EQ(t[0].bytes, 8);
   EXPECT_GE(t[0].block_begin_s - t[0].arrive_s, 0.009);     // waited after 10 ms of "compute"
   EXPECT_GE(t[0].blocked_s, 0.015);                          // the rest of the 30 ms collective
+  EXPECT_EQ(t[0].ready_s, t[0].block_begin_s);  // moves only inside the communicator: ready when waited for
   EXPECT_EQ(t[1].kind, kControlCollective);
   EXPECT_EQ(t[1].block_begin_s, t[1].arrive_s);              // blocking: blocked from its arrival
   EXPECT_GE(t[1].blocked_s, 0.019);
@@ -363,9 +368,26 @@ TEST(Timeline, CommunicatorRecordsArrivalsAndBlockedSpans) {
   EXPECT_TRUE(std::isnan(t[2].block_begin_s));
   EXPECT_EQ(t[2].blocked_s, 0.0);
   EXPECT_GE(t[2].arrive_s, hook_at);  // the hook ran before the arrival was marked
+  EXPECT_EQ(t[2].ready_s, t[2].arrive_s);  // never waited for: ready when issued
   EXPECT_TRUE(c.take_timeline().empty()) << "a Work waited after the take leaves no entry";
   // stats().wait_s has every blocked second, the external call's included.
   EXPECT_GE(c.stats().wait_s, t[0].blocked_s + t[1].blocked_s);
+}
+
+TEST(Timeline, AsyncBackendIsReadyWhenIssued) {
+  // A backend that moves collectives by itself (NCCL): the rank's part is in flight from the issue on.
+  FakeCommunicator c(0.0, /*async=*/true);
+  c.enable_timeline(true);
+  float buf[2] = {};
+  auto w = c.all_reduce_async(buf, 2, DataType::kFloat32, ReduceOp::kSum);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  c.wait(w);
+  const auto t = c.take_timeline();
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].ready_s, t[0].arrive_s);
+  EXPECT_GE(t[0].block_begin_s - t[0].ready_s, 0.004);
+  // Decorators report their backend's kind.
+  EXPECT_TRUE(make_delayed_communicator(std::make_unique<FakeCommunicator>(0.0, true), 0.0)->async_progress());
 }
 
 TEST(Timeline, DelayedCommunicatorAddsTransferTime) {

@@ -70,6 +70,10 @@ class Communicator {
   virtual int size() const = 0;
   virtual std::string backend_name() const = 0;  // "mpi", "nccl"
   virtual bool device_buffers() const = 0;       // true when buffers must be device memory (NCCL)
+  // True when an issued collective moves without this rank calling into the communicator (NCCL's kernels
+  // on their own stream); false when it moves only inside the communicator's calls (Open MPI's
+  // non-blocking collectives on CPU: progress(), wait()). Decides the timeline's ready time.
+  virtual bool async_progress() const { return false; }
 
   // Collective. In-place reduction of `count` elements of `buf` across all ranks.
   std::unique_ptr<Work> all_reduce_async(void* buf, size_t count, DataType t, ReduceOp op);

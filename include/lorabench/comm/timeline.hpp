@@ -34,7 +34,11 @@ std::unique_ptr<SyncTimer> make_host_sync_timer();
 struct CollectiveTiming {
   int kind = 0;              // CollectiveKind; kControlCollective for the control plane's host MPI calls
   int64_t bytes = 0;         // payload bytes this rank passed in (0 for control-plane calls)
-  double arrive_s = 0;       // when the rank issued it: its arrival
+  double arrive_s = 0;       // when the rank issued it
+  // When this rank's part could move: the issue time on a backend that moves collectives by itself
+  // (Communicator::async_progress); on one that moves them only inside its calls (MPI on CPU), the moment
+  // the rank started waiting for it (the issue time when it never waited).
+  double ready_s = 0;
   double block_begin_s = 0;  // when it started waiting for it; NaN when it never waited through the communicator
   double blocked_s = 0;      // seconds blocked waiting for it (0 when never waited)
 };
@@ -44,9 +48,10 @@ inline constexpr int kControlCollective = 100;
 // How one step's blocked time splits on each rank. `per_rank[r]` is rank r's timeline of the step (the
 // i-th entry of every rank is the same collective: every rank issues collectives in the same order);
 // `offset_s[r]` is what to subtract from rank r's times to put them on a common clock (0 on one host).
-// For collective i, last_i = max over ranks of the corrected arrivals; rank r waited for its peers
+// For collective i, last_i = max over ranks of the corrected ready times (the last rank's arrival);
+// rank r waited for its peers
 //   wait_ri = min(blocked_ri, max(0, last_i - begin_ri))
-// (begin_ri its corrected block begin): the part of its blocked span before the last rank arrived. The
+// (begin_ri its corrected block begin): the part of its blocked span before the last rank was ready. The
 // rest of the blocked span is transfer. Returns sum_i wait_ri per rank, or an empty vector when the
 // ranks' timelines have different lengths (they did not record the same collectives).
 std::vector<double> wait_for_peers(const std::vector<std::vector<CollectiveTiming>>& per_rank,
