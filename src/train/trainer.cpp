@@ -222,7 +222,7 @@ class StepLog {
  public:
   explicit StepLog(const TrainEnv& env) : env_(env) {}
   void add(const std::vector<double>& row) { pending_.insert(pending_.end(), row.begin(), row.end()); }
-  // The collective timeline of the step whose row was added last.
+  // The collective timeline of a step, added in the same order as the steps' rows.
   void add_timeline(const std::vector<comm::CollectiveTiming>& t) { append_timeline(pending_timelines_, t); }
   // Clock offsets of the ranks (comm/clock_sync.hpp), for comparing their timelines.
   void set_clock_offsets(std::vector<double> offsets) { offsets_ = std::move(offsets); }
