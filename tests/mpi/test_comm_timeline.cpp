@@ -61,7 +61,7 @@ TEST(Timeline, LateRankIsWaitedForNotTransfer) {
       EXPECT_LT(wait[r], 0.05) << "the late rank waits for no one";
     } else {
       EXPECT_GT(wait[r], 0.2) << "rank " << r << " waited for the late rank";
-      EXPECT_LT(all[r][0].blocked_s - wait[r], 0.1) << "rank " << r << ": little transfer after the last arrival";
+      EXPECT_LT(all[r][0].blocked_s - wait[r], 0.25) << "rank " << r << ": little transfer after the last arrival";
     }
   }
 }
@@ -90,7 +90,7 @@ TEST(Timeline, IssuedEarlyWaitedLateIsWaiting) {
 }
 
 TEST(Timeline, SlowLinkIsTransferNotWaiting) {
-  auto comm = make_delayed_communicator(make_mpi_communicator(MPI_COMM_WORLD), 0.15);
+  auto comm = make_delayed_communicator(make_mpi_communicator(MPI_COMM_WORLD), 0.3);
   comm->enable_timeline(true);
   MPI_Barrier(MPI_COMM_WORLD);
   double x = 1;
@@ -98,8 +98,8 @@ TEST(Timeline, SlowLinkIsTransferNotWaiting) {
   const auto all = everyones(comm->take_timeline());
   const std::vector<double> wait = wait_for_peers(all, std::vector<double>(world_size(), 0.0));
   const int r = world_rank();
-  EXPECT_LT(wait[r], 0.1);
-  EXPECT_GE(all[r][0].blocked_s - wait[r], 0.15) << "the delay is after every rank arrived";
+  EXPECT_LT(wait[r], 0.15);
+  EXPECT_GE(all[r][0].blocked_s - wait[r], 0.3) << "the delay is after every rank arrived";
 }
 
 TEST(ClockSync, OneHostSharesTheClockExactly) {
