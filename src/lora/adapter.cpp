@@ -21,10 +21,6 @@ namespace {
 
 const char* kModuleNames[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
 
-at::Tensor view_of(const at::Tensor& flat, const model::Slot& s) {
-  return flat.narrow(0, s.offset, s.numel).view(s.shape);
-}
-
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
   out << text;
@@ -106,7 +102,7 @@ void load_adapter(const std::string& dir, const model::ModelLayout& m, std::vect
     for (const auto& s : m.units[u].trainable) {
       expected.insert(s.name);
       const io::SafeTensorInfo& t = f.require(s.name, s.shape);
-      view_of(flats[u], s).copy_(model::read_tensor(f, t, at::kFloat));
+      model::slot_view(flats[u], s).copy_(model::read_tensor(f, t, at::kFloat));
     }
   }
   for (const auto& t : f.tensors())
@@ -121,7 +117,7 @@ void save_adapter(const std::string& dir, const model::ModelLayout& m, const std
   std::vector<io::TensorToWrite> tensors;
   for (size_t u = 0; u < m.units.size(); ++u) {
     for (const auto& s : m.units[u].trainable) {
-      at::Tensor t = view_of(flats[u], s).to(at::kFloat).contiguous();
+      at::Tensor t = model::slot_view(flats[u], s).to(at::kFloat).contiguous();
       keep.push_back(t);
       tensors.push_back({s.name, "F32", s.shape, t.data_ptr()});
     }
@@ -164,15 +160,15 @@ void save_merged(const std::string& dir, const model::ModelLayout& m, const std:
   for (size_t u = 0; u < m.units.size(); ++u) {
     const model::UnitLayout& unit = m.units[u];
     for (const auto& slot : unit.compute) {
-      at::Tensor w = view_of(compute[u], slot).to(at::kFloat);
+      at::Tensor w = model::slot_view(compute[u], slot).to(at::kFloat);
       if (m.lora.enabled && unit.kind == model::UnitKind::kLayer) {
         for (int i = 0; i < model::kNumProj; ++i) {
           auto p = static_cast<model::Proj>(i);
           if (!m.lora.targets(p)) continue;
           if (slot.name != model::layer_tensor_name(unit.layer, std::string(model::proj_module_path(p)) + ".weight"))
             continue;
-          at::Tensor a = view_of(trainable[u], *unit.find_trainable(model::lora_tensor_name(unit.layer, p, true)));
-          at::Tensor b = view_of(trainable[u], *unit.find_trainable(model::lora_tensor_name(unit.layer, p, false)));
+          at::Tensor a = model::slot_view(trainable[u], *unit.find_trainable(model::lora_tensor_name(unit.layer, p, true)));
+          at::Tensor b = model::slot_view(trainable[u], *unit.find_trainable(model::lora_tensor_name(unit.layer, p, false)));
           w = w + at::mm(b, a) * s;
         }
       }

@@ -9,6 +9,7 @@
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/hash.hpp"
 #include "lorabench/model/gemm.hpp"
+#include "lorabench/model/weights.hpp"
 #include "attention.hpp"
 #include "kernels.hpp"
 #include "profile_scope.hpp"
@@ -16,8 +17,6 @@
 namespace lorabench::model {
 
 namespace {
-
-at::Tensor slot_view(const at::Tensor& flat, const Slot& s) { return flat.narrow(0, s.offset, s.numel).view(s.shape); }
 
 // A view of `rows` x `cols` starting at a slot's offset (for packed groups such as q|k|v).
 at::Tensor packed_view(const at::Tensor& flat, const Slot& first, int64_t rows, int64_t cols) {

@@ -4,12 +4,12 @@
 
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/sysinfo.hpp"
+#include "lorabench/model/weights.hpp"
 
 namespace lorabench::model {
 
 namespace {
 
-at::Tensor view_slot(const at::Tensor& flat, const Slot& s) { return flat.narrow(0, s.offset, s.numel).view(s.shape); }
 
 // Times a phase and subtracts the provider's communication waits within it.
 class PhaseClock {
@@ -25,14 +25,14 @@ class PhaseClock {
 }  // namespace
 
 at::Tensor embedding_of(const ModelLayout& m, const at::Tensor& c) {
-  return view_slot(c, m.units.front().compute_slot("model.embed_tokens.weight"));
+  return slot_view(c, m.units.front().compute_slot("model.embed_tokens.weight"));
 }
 at::Tensor final_norm_of(const ModelLayout& m, const at::Tensor& c) {
-  return view_slot(c, m.units[m.final_unit()].compute_slot("model.norm.weight"));
+  return slot_view(c, m.units[m.final_unit()].compute_slot("model.norm.weight"));
 }
 at::Tensor head_of(const ModelLayout& m, const at::Tensor& c) {
   return m.shape.tie_embeddings ? embedding_of(m, c)
-                                : view_slot(c, m.units[m.head_unit()].compute_slot("lm_head.weight"));
+                                : slot_view(c, m.units[m.head_unit()].compute_slot("lm_head.weight"));
 }
 
 at::Tensor UnitProvider::embed_lookup(const ModelLayout& m, const at::Tensor& ids) {

@@ -16,6 +16,8 @@ namespace fs = std::filesystem;
 
 namespace lorabench::model {
 
+at::Tensor slot_view(const at::Tensor& flat, const Slot& s) { return flat.narrow(0, s.offset, s.numel).view(s.shape); }
+
 namespace {
 
 uint64_t name_seed(uint64_t seed, const std::string& name) {
@@ -23,8 +25,6 @@ uint64_t name_seed(uint64_t seed, const std::string& name) {
   h.add(name);
   return fmix64(h.h ^ (seed * kGoldenGamma));
 }
-
-at::Tensor view_of(const at::Tensor& flat, const Slot& s) { return flat.narrow(0, s.offset, s.numel).view(s.shape); }
 
 bool is_norm(const std::string& name) { return ends_with(name, "layernorm.weight") || ends_with(name, "norm.weight"); }
 bool is_bias(const std::string& name) { return ends_with(name, ".bias"); }
@@ -64,7 +64,7 @@ std::string safetensors_dtype(at::ScalarType t) {
 void init_lora(const ModelLayout& m, int u, const at::Tensor& trainable, uint64_t seed) {
   if (!m.lora.enabled) return;
   for (const Slot& s : m.units[u].trainable) {
-    at::Tensor v = view_of(trainable, s);
+    at::Tensor v = slot_view(trainable, s);
     if (ends_with(s.name, "lora_B.weight")) {
       v.zero_();
     } else {
@@ -80,8 +80,8 @@ void init_unit(const ModelLayout& m, int u, const at::Tensor& compute, const at:
   compute.zero_();  // alignment padding stays zero
   for (const Slot& s : unit.compute) {
     at::Tensor v = random_value(s, seed);
-    view_of(compute, s).copy_(v);
-    if (m.full_finetune && trainable.defined() && !trainable.is_same(compute)) view_of(trainable, s).copy_(v);
+    slot_view(compute, s).copy_(v);
+    if (m.full_finetune && trainable.defined() && !trainable.is_same(compute)) slot_view(trainable, s).copy_(v);
   }
   if (!m.full_finetune && trainable.defined()) {
     trainable.zero_();
@@ -154,10 +154,10 @@ void load_unit(const Snapshot& snap, const ModelLayout& m, int u, const at::Tens
     const io::SafeTensorInfo& t = f.require(s.name, s.shape);
     if (m.full_finetune && trainable.defined() && !trainable.is_same(compute)) {
       at::Tensor v = read_tensor(f, t, at::kFloat);
-      view_of(trainable, s).copy_(v);
-      view_of(compute, s).copy_(v);
+      slot_view(trainable, s).copy_(v);
+      slot_view(compute, s).copy_(v);
     } else {
-      view_of(compute, s).copy_(read_tensor(f, t, compute.scalar_type()));
+      slot_view(compute, s).copy_(read_tensor(f, t, compute.scalar_type()));
     }
   }
 }

@@ -15,6 +15,9 @@
 
 namespace lorabench::model {
 
+// The slot's tensor as a view of its unit's flat buffer (shape s.shape).
+at::Tensor slot_view(const at::Tensor& flat, const Slot& s);
+
 // Random init of unit `u`: weights ~ N(0, 0.02) and embedding too (transformers' initializer_range),
 // biases 0, norm weights 1; LoRA A ~ kaiming-uniform(a = sqrt 5) = U(-1/sqrt(in), 1/sqrt(in)), B = 0
 // (PEFT). Values are drawn in fp32 from a generator keyed by (seed, tensor name) and rounded to the
