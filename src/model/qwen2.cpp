@@ -419,22 +419,37 @@ void head_weight_grad(const at::Tensor& h, const at::Tensor& emb_rows, int64_t r
 HeadLoss head_loss(const at::Tensor& h, const at::Tensor& emb, const at::Tensor& targets, double grad_scale,
                    const at::Tensor& dE_acc, int64_t chunk) {
   ProfileScope scope("lb::head_loss");
-  const int64_t N = h.size(0);
   at::Tensor valid = targets.ne(-100);
   at::Tensor tgt = targets.clamp_min(0);
   // One pass: online log-sum-exp, the target logits, and U = sum_c exp(z_c - m) E_c, so that
   // dh = (U / sumexp - E[target]) * scale needs no second pass when the head is frozen.
   HeadPartial hp = head_partial(h, emb, 0, tgt, chunk);
-  at::Tensor lse = hp.m + hp.se.log();  // (N, 1)
+  HeadTerms t = head_terms(hp, at::Tensor(), hp.m, hp.se, hp.zt, emb, 0, tgt, valid, grad_scale);
   HeadLoss out;
   out.counted = valid.sum().item<int64_t>();
-  out.loss_sum = (lse.view({N}) - hp.zt).mul_(valid).to(at::kDouble).sum().item<double>();
-  at::Tensor token_scale = valid.to(at::kFloat).mul_(grad_scale);
-  at::Tensor e_t = emb.index_select(0, tgt).to(at::kFloat);  // (N, D)
-  out.dh = ((hp.U / hp.se - e_t) * token_scale.view({N, 1})).to(h.scalar_type());
+  out.loss_sum = t.losses.to(at::kDouble).sum().item<double>();
+  out.dh = t.d.to(h.scalar_type());
   // A trainable head (full fine-tuning) needs softmax - onehot per column: a second pass with the final lse.
-  if (dE_acc.defined()) head_weight_grad(h, emb, 0, tgt, lse, token_scale, dE_acc, chunk);
+  if (dE_acc.defined()) head_weight_grad(h, emb, 0, tgt, t.lse, t.token_scale, dE_acc, chunk);
   return out;
+}
+
+at::Tensor head_rescale(const HeadPartial& hp, const at::Tensor& M) { return (hp.m - M).exp_(); }
+
+HeadTerms head_terms(const HeadPartial& hp, const at::Tensor& f, const at::Tensor& M, const at::Tensor& se,
+                     const at::Tensor& zt, const at::Tensor& emb_rows, int64_t row0, const at::Tensor& targets,
+                     const at::Tensor& valid, double grad_scale) {
+  const int64_t N = targets.size(0), rows = emb_rows.size(0);
+  HeadTerms t;
+  t.lse = M + se.log();
+  t.losses = (t.lse.view({N}) - zt).mul_(valid);
+  t.token_scale = valid.to(at::kFloat).mul_(grad_scale);
+  at::Tensor local = targets - row0;
+  at::Tensor e_t = emb_rows.index_select(0, local.clamp(0, std::max<int64_t>(rows - 1, 0))).to(at::kFloat);
+  e_t.mul_(local.ge(0).logical_and_(local.lt(rows)).view({N, 1}));  // targets in another rank's rows: 0
+  at::Tensor u = f.defined() ? hp.U * f : hp.U;
+  t.d = (u / se - e_t) * t.token_scale.view({N, 1});
+  return t;
 }
 
 HeadLoss head_loss_reference(const at::Tensor& h, const at::Tensor& emb, const at::Tensor& targets,

@@ -260,39 +260,29 @@ class FsdpStrategy final : public TrainingStrategy {
     at::Tensor tgt = at::where(valid, t_all, at::full_like(t_all, -1));  // ignored: in no rank's rows
     model::HeadPartial hp = model::head_partial(h_all, rows, row0, tgt, chunk);
 
-    // Combine the ranks' partial statistics: a common max, then sums.
+    // Combine the ranks' partial statistics: a common max, then sums (model::head_terms does the rest).
     at::Tensor M = hp.m.clone();
     comm_->all_reduce(M.data_ptr(), M.numel(), comm::DataType::kFloat32, comm::ReduceOp::kMax);
-    at::Tensor f = (hp.m - M).exp_();  // 0 where this rank has no rows
+    at::Tensor f = model::head_rescale(hp, M);  // 0 where this rank has no rows
     const int64_t WN = h_all.size(0);
     at::Tensor sums = at::cat({hp.se.mul(f).view({WN}), hp.zt});  // (2*W*N)
     comm_->all_reduce(sums.data_ptr(), sums.numel(), comm::DataType::kFloat32, comm::ReduceOp::kSum);
-    at::Tensor se = sums.narrow(0, 0, WN).view({WN, 1});
-    at::Tensor zt = sums.narrow(0, WN, WN);
-    at::Tensor lse = M + se.log();
+    model::HeadTerms t = model::head_terms(hp, f, M, sums.narrow(0, 0, WN).view({WN, 1}), sums.narrow(0, WN, WN),
+                                           rows, row0, tgt, valid, grad_scale);
 
     model::HeadLoss out;
-    at::Tensor mine_valid = valid.narrow(0, rank_ * N, N);
-    out.counted = mine_valid.sum().item<int64_t>();
-    at::Tensor losses = (lse.view({WN}) - zt).mul_(valid);
-    out.loss_sum = losses.narrow(0, rank_ * N, N).to(at::kDouble).sum().item<double>();
-
-    // dh of every token from this rank's rows: U/se - onehot(target in my rows) E_target; summed over
-    // ranks by the reduce-scatter that also hands each rank its own tokens.
-    at::Tensor token_scale = valid.to(at::kFloat).mul_(grad_scale);
-    at::Tensor local_t = tgt - row0;
-    at::Tensor mine_t = local_t.ge(0).logical_and_(local_t.lt(valid_rows));
-    at::Tensor e_t = rows.index_select(0, local_t.clamp(0, std::max<int64_t>(valid_rows - 1, 0)))
-                         .to(at::kFloat)
-                         .mul_(mine_t.view({WN, 1}));
-    at::Tensor d_all = ((hp.U * f / se - e_t) * token_scale.view({WN, 1})).contiguous();
+    out.counted = valid.narrow(0, rank_ * N, N).sum().item<int64_t>();
+    out.loss_sum = t.losses.narrow(0, rank_ * N, N).to(at::kDouble).sum().item<double>();
+    // dh of every token from this rank's rows, summed over ranks by the reduce-scatter that also hands
+    // each rank its own tokens.
+    at::Tensor d_all = t.d.contiguous();
     at::Tensor dh = at::empty({N, D}, at::kFloat);  // reduced in fp32, rounded once like the unsharded head
     comm_->reduce_scatter(d_all.data_ptr(), dh.data_ptr(), N * D, comm::DataType::kFloat32, comm::ReduceOp::kSum);
     out.dh = dh.to(dtype_);
 
     if (m.full_finetune) {
       at::Tensor g_rows = hu.g_shard.view({rows_per_rank_, D}).narrow(0, 0, valid_rows);
-      model::head_weight_grad(h_all, rows, row0, tgt, lse, token_scale, g_rows, chunk);
+      model::head_weight_grad(h_all, rows, row0, tgt, t.lse, t.token_scale, g_rows, chunk);
     }
     return out;
   }

@@ -135,6 +135,22 @@ struct HeadPartial {
 };
 HeadPartial head_partial(const at::Tensor& h, const at::Tensor& emb_rows, int64_t row0, const at::Tensor& targets,
                          int64_t chunk);
+// Combining partial statistics: given the common max M (N, 1) over all ranks' rows, f = exp(m - M) rescales
+// this caller's se and U (0 where it holds no rows); the ranks then sum se * f and zt.
+at::Tensor head_rescale(const HeadPartial& hp, const at::Tensor& M);
+// The loss and input-gradient terms from the combined statistics: M (N, 1), se (N, 1) the sum of exp(z - M)
+// over the whole vocabulary, zt (N) the target logit; f from head_rescale (undefined: 1, a caller that
+// holds every row). valid (N) marks the tokens with a target; targets outside [row0, row0 + rows) add no
+// E_target term here (their owner adds it).
+struct HeadTerms {
+  at::Tensor lse;          // (N, 1) log-sum-exp over the vocabulary
+  at::Tensor losses;       // (N) lse - zt where valid, else 0
+  at::Tensor token_scale;  // (N) grad_scale where valid, else 0
+  at::Tensor d;            // (N, D) fp32: (U f / se - E_target) * token_scale, this caller's rows' share of dh
+};
+HeadTerms head_terms(const HeadPartial& hp, const at::Tensor& f, const at::Tensor& M, const at::Tensor& se,
+                     const at::Tensor& zt, const at::Tensor& emb_rows, int64_t row0, const at::Tensor& targets,
+                     const at::Tensor& valid, double grad_scale);
 // dE_rows += token_scale * (softmax - onehot)^T h over the rows, given the final log-sum-exp (N, 1).
 void head_weight_grad(const at::Tensor& h, const at::Tensor& emb_rows, int64_t row0, const at::Tensor& targets,
                       const at::Tensor& lse, const at::Tensor& token_scale, const at::Tensor& dE_rows, int64_t chunk);
