@@ -18,7 +18,7 @@
 #include <string>
 
 #include "../src/model/kernels.hpp"
-#include "lorabench/train/adamw.hpp"
+#include "lorabench/optim/adamw.hpp"
 
 namespace k = lorabench::model::kernels;
 
@@ -145,10 +145,10 @@ void run_adamw() {
   at::manual_seed(0);
   at::Tensor p = at::randn({n}), g = at::randn({n}), m = at::zeros({n}), v = at::zeros({n});
   at::Tensor p2 = p.clone(), m2 = m.clone(), v2 = v.clone();
-  lorabench::train::AdamWConfig c;
-  const lorabench::train::Ranges all{{0, n}};
+  lorabench::optim::AdamWConfig c;
+  const lorabench::optim::Ranges all{{0, n}};
   int64_t step = 0, step2 = 0;
-  auto ours = [&] { lorabench::train::adamw_update(p, g, m, v, ++step, 1e-4, c, all); };
+  auto ours = [&] { lorabench::optim::adamw_update(p, g, m, v, ++step, 1e-4, c, all); };
   at::Tensor st = at::zeros({}, at::kFloat);
   auto aten = [&] {
     ++step2;

@@ -48,7 +48,7 @@ class FsdpStrategy final : public TrainingStrategy {
         x.t_padded = x.t_piece * world_;
         for (const auto& s : lu.trainable)
           if (s.decay) x.decay.emplace_back(s.offset, s.numel);
-        x.decay = train::intersect(x.decay, rank_ * x.t_piece, x.t_piece);
+        x.decay = optim::intersect(x.decay, rank_ * x.t_piece, x.t_piece);
       }
     }
   }
@@ -161,12 +161,12 @@ class FsdpStrategy final : public TrainingStrategy {
       if (x.g_shard.defined()) x.g_shard.mul_(f);
   }
 
-  void optimizer_step(const train::AdamWConfig& c, double lr) override {
+  void optimizer_step(const optim::AdamWConfig& c, double lr) override {
     ++step_;
     high_water_ = std::max(high_water_, metrics::tensor_bytes_peak());
     for (auto& x : units_) {
       if (!x.t_shard.defined()) continue;
-      train::adamw_update(x.t_shard, x.g_shard, x.m, x.v, step_, lr, c, x.decay);
+      optim::adamw_update(x.t_shard, x.g_shard, x.m, x.v, step_, lr, c, x.decay);
       if (m_.full_finetune && dtype_ != at::kFloat) x.c_shard.copy_(x.t_shard);
     }
     discard_grads();
@@ -301,7 +301,7 @@ class FsdpStrategy final : public TrainingStrategy {
     bool vocab = false;
     int64_t c_piece = 0, c_padded = 0, t_piece = 0, t_padded = 0;
     at::Tensor c_shard, t_shard, g_shard, m, v;
-    train::Ranges decay;  // within the owned trainable piece
+    optim::Ranges decay;  // within the owned trainable piece
     at::Tensor c_full, t_full, g_full, g_recv;
     std::unique_ptr<comm::Work> c_work, t_work, g_work;
   };

@@ -140,18 +140,18 @@ class ReplicatedStrategy final : public TrainingStrategy {
     for (auto& b : buckets_) (kind_ == Kind::kZero2 ? b.shard_grad : b.grads).mul_(f);
   }
 
-  void optimizer_step(const train::AdamWConfig& c, double lr) override {
+  void optimizer_step(const optim::AdamWConfig& c, double lr) override {
     ++step_;
     std::vector<std::unique_ptr<comm::Work>> gathers;
     for (auto& b : buckets_) {
       if (!sharded()) {
-        train::adamw_update(b.params, b.grads, b.m, b.v, step_, lr, c, b.decay);
+        optim::adamw_update(b.params, b.grads, b.m, b.v, step_, lr, c, b.decay);
         continue;
       }
       const int64_t P = piece(b);
       at::Tensor p = b.params.narrow(0, rank_ * P, P);
       at::Tensor g = kind_ == Kind::kZero2 ? b.shard_grad : b.grads.narrow(0, rank_ * P, P);
-      train::adamw_update(p, g, b.m, b.v, step_, lr, c, train::intersect(b.decay, rank_ * P, P));
+      optim::adamw_update(p, g, b.m, b.v, step_, lr, c, optim::intersect(b.decay, rank_ * P, P));
       gathers.push_back(comm_->all_gather_async(p.data_ptr(), b.params.data_ptr(), P, comm::DataType::kFloat32));
     }
     for (auto& w : gathers) comm_->wait(w);
@@ -243,7 +243,7 @@ class ReplicatedStrategy final : public TrainingStrategy {
     int64_t numel = 0;       // used elements
     int64_t padded = 0;      // rounded up to a multiple of the world size
     at::Tensor params, grads, scratch, shard_grad, recv, m, v;
-    train::Ranges decay;     // weight-decay ranges in bucket coordinates
+    optim::Ranges decay;     // weight-decay ranges in bucket coordinates
     int remaining = 0;
     std::unique_ptr<comm::Work> work;
   };

@@ -20,7 +20,7 @@
 #include "lorabench/data/sft_source.hpp"
 #include "lorabench/model/shape.hpp"
 #include "lorabench/train/control.hpp"
-#include "lorabench/train/schedule.hpp"
+#include "lorabench/optim/schedule.hpp"
 
 namespace fs = std::filesystem;
 
@@ -100,8 +100,8 @@ int64_t attr_int(const io::CheckpointContents& c, const std::string& group, cons
   return std::get<int64_t>(*v);
 }
 
-ScheduleSpec schedule_of(const RunConfig& c) {
-  ScheduleSpec s;
+optim::ScheduleSpec schedule_of(const RunConfig& c) {
+  optim::ScheduleSpec s;
   s.kind = c.train.schedule;
   s.lr = c.train.lr;
   s.min_lr = c.train.min_lr;
@@ -480,15 +480,15 @@ std::vector<io::AttrGroup> Checkpointer::groups(int64_t steps_done, int64_t opti
                 {"optimizer_step", optimizer_step},
                 {"tokens_seen", tokens_seen},
                 {"samples_seen", next_sample}}});
-  const ScheduleSpec sc = schedule_of(c_);
+  const optim::ScheduleSpec sc = schedule_of(c_);
   g.push_back({"schedule",
                {{"kind", sc.kind},
                 {"lr", sc.lr},
                 {"min_lr", sc.min_lr},
                 {"warmup_steps", sc.warmup_steps},
                 {"total_steps", sc.total_steps},
-                {"next_lr", lr_at(sc, steps_done)},
-                {"note", std::string("the LR is a pure function of the step (train/schedule.hpp)")}}});
+                {"next_lr", optim::lr_at(sc, steps_done)},
+                {"note", std::string("the LR is a pure function of the step (optim/schedule.hpp)")}}});
   g.push_back({"optimizer",
                {{"type", std::string("adamw")},
                 {"step", optimizer_step},

@@ -166,7 +166,7 @@ StepResult StepRunner::run(int64_t step) {
 
   // ---- optimizer ----
   clock.switch_to(kOptimizer);
-  res.lr = lr_at(c_.schedule, step);
+  res.lr = optim::lr_at(c_.schedule, step);
   if (agg[1] > 0) {
     res.nonfinite = true;
     res.why = strformat("non-finite loss on %d rank(s)", int(agg[1]));

@@ -33,7 +33,7 @@
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/train/checkpoint.hpp"
 #include "lorabench/train/control.hpp"
-#include "lorabench/train/schedule.hpp"
+#include "lorabench/optim/schedule.hpp"
 #include "lorabench/train/step_runner.hpp"
 
 namespace fs = std::filesystem;

@@ -6,10 +6,10 @@
 
 #include <cmath>
 
-#include "lorabench/train/adamw.hpp"
-#include "lorabench/train/schedule.hpp"
+#include "lorabench/optim/adamw.hpp"
+#include "lorabench/optim/schedule.hpp"
 
-using namespace lorabench::train;
+using namespace lorabench::optim;
 
 namespace {
 

@@ -25,7 +25,7 @@
 #include "lorabench/model/layout.hpp"
 #include "lorabench/model/step.hpp"
 #include "lorabench/model/weights.hpp"
-#include "lorabench/train/adamw.hpp"
+#include "lorabench/optim/adamw.hpp"
 
 namespace lorabench::strategy {
 
@@ -87,7 +87,7 @@ class TrainingStrategy : public model::UnitProvider {
   virtual void scale_grads(double factor) = 0;
   // Applies AdamW to what this rank owns, makes the new parameters visible where they are replicated,
   // and zeroes the gradients.
-  virtual void optimizer_step(const train::AdamWConfig& c, double lr) = 0;
+  virtual void optimizer_step(const optim::AdamWConfig& c, double lr) = 0;
   // Drops this step's gradients without an update (train.on_nonfinite = skip).
   virtual void discard_grads() = 0;
 

@@ -11,8 +11,8 @@
 #include "lorabench/data/batch.hpp"
 #include "lorabench/model/step.hpp"
 #include "lorabench/strategy/strategy.hpp"
-#include "lorabench/train/adamw.hpp"
-#include "lorabench/train/schedule.hpp"
+#include "lorabench/optim/adamw.hpp"
+#include "lorabench/optim/schedule.hpp"
 
 namespace lorabench::train {
 
@@ -21,8 +21,8 @@ struct StepConfig {
   uint64_t seed = 0;            // dropout masks derive from (seed, step, micro, first sample)
   bool lora_dropout = false;    // LoRA dropout active (lora.dropout > 0)
   double max_grad_norm = 0;     // 0 = no clipping
-  AdamWConfig adamw;
-  ScheduleSpec schedule;
+  optim::AdamWConfig adamw;
+  optim::ScheduleSpec schedule;
   model::StepOptions options;   // activation checkpointing, head chunk, hooks
   int nan_at_step = -1;         // fault injection: this rank reports a NaN loss at this step
   // Fault injection (docs/metrics.md, "Fault injection"): this rank's forward, backward and optimizer

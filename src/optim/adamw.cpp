@@ -1,4 +1,4 @@
-#include "lorabench/train/adamw.hpp"
+#include "lorabench/optim/adamw.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <cmath>
 
-namespace lorabench::train {
+namespace lorabench::optim {
 
 namespace {
 
@@ -83,4 +83,4 @@ Ranges intersect(const Ranges& ranges, int64_t lo, int64_t n) {
   return out;
 }
 
-}  // namespace lorabench::train
+}  // namespace lorabench::optim

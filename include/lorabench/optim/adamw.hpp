@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace lorabench::train {
+namespace lorabench::optim {
 
 struct AdamWConfig {
   double beta1 = 0.9, beta2 = 0.999;
@@ -30,4 +30,4 @@ void adamw_update(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor&
 // The part of `ranges` that falls inside [lo, lo + n), shifted to start at 0.
 Ranges intersect(const Ranges& ranges, int64_t lo, int64_t n);
 
-}  // namespace lorabench::train
+}  // namespace lorabench::optim

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-namespace lorabench::train {
+namespace lorabench::optim {
 
 struct ScheduleSpec {
   std::string kind = "constant";  // constant | cosine | linear
@@ -23,4 +23,4 @@ struct ScheduleSpec {
 //               cosine: min_lr + (lr - min_lr)(1 + cos(pi p)) / 2
 double lr_at(const ScheduleSpec& s, int64_t step);
 
-}  // namespace lorabench::train
+}  // namespace lorabench::optim

@@ -1,11 +1,11 @@
-#include "lorabench/train/schedule.hpp"
+#include "lorabench/optim/schedule.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include "lorabench/core/error.hpp"
 
-namespace lorabench::train {
+namespace lorabench::optim {
 
 double lr_at(const ScheduleSpec& s, int64_t step) {
   if (s.warmup_steps > 0 && step < s.warmup_steps) return s.lr * double(step + 1) / double(s.warmup_steps);
@@ -17,4 +17,4 @@ double lr_at(const ScheduleSpec& s, int64_t step) {
   throw ConfigError("train.schedule: unknown schedule \"" + s.kind + "\"");
 }
 
-}  // namespace lorabench::train
+}  // namespace lorabench::optim
