@@ -26,6 +26,7 @@
 #include "lorabench/io/run_file.hpp"
 #include "lorabench/metrics/memory.hpp"
 #include "lorabench/model/gemm.hpp"
+#include "lorabench/model/qwen2.hpp"
 #include "lorabench/train/checkpoint.hpp"
 #include "lorabench/train/control.hpp"
 #include "lorabench/train/trainer.hpp"
@@ -161,6 +162,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   log::set_quiet(cfg.run.quiet);
   metrics::install_memory_counter();
   set_threads(cfg.parallel.threads_per_rank);
+  model::set_fused_cpu_kernels(cfg.model.fused_kernels);
 
   comm::Topology topo = comm::discover_topology(mpi.world(), cfg.parallel.emulate_nodes, 0);
   if (cfg.parallel.backend == "nccl")

@@ -10,7 +10,6 @@
 
 #include "lorabench/core/cpu_isa.hpp"
 #include "lorabench/core/error.hpp"
-#include "generic_ops.hpp"
 #include "lorabench/model/qwen2.hpp"
 #include "profile_scope.hpp"
 
@@ -270,6 +269,58 @@ T* ptr(const at::Tensor& t) {
 // Rows per task: enough work per task to amortise scheduling (the rows are short).
 int64_t grain(int64_t row_len) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, row_len)); }
 
+// ---- the device-generic path ------------------------------------------------------------------------
+// The same operations at the same rounding points, composed of ATen ops: what non-CPU tensors take, and CPU
+// tensors with the fused kernels switched off (model.fused_kernels = false), which is how the CPU tests
+// check them against the fused path. RMSNorm's is the reference implementation of qwen2.hpp.
+namespace generic {
+
+at::Tensor f32(const at::Tensor& t) { return t.to(at::kFloat); }
+
+at::Tensor swiglu_forward(const at::Tensor& gu) {
+  const int64_t I = gu.size(1) / 2;
+  return (at::silu(f32(gu.narrow(1, 0, I))) * f32(gu.narrow(1, I, I))).to(gu.scalar_type());
+}
+
+at::Tensor swiglu_backward(const at::Tensor& gu, const at::Tensor& da) {
+  const int64_t I = gu.size(1) / 2;
+  at::Tensor g = f32(gu.narrow(1, 0, I)), u = f32(gu.narrow(1, I, I)), d = f32(da);
+  at::Tensor s = at::sigmoid(g);
+  return at::cat({d * u * s * (1 + g * (1 - s)), d * g * s}, 1).to(gu.scalar_type());
+}
+
+void online_softmax_chunk(const at::Tensor& z, at::Tensor& m, at::Tensor& se, at::Tensor& rescale, at::Tensor& p,
+                          const at::Tensor& target_local, at::Tensor& zt) {
+  const int64_t N = z.size(0), C = z.size(1);
+  at::Tensor zf = f32(z);
+  at::Tensor m_new = at::maximum(m, zf.amax(1));
+  at::Tensor e = at::exp(zf - m_new.unsqueeze(1));
+  rescale.copy_(at::exp(m - m_new));
+  se.mul_(rescale).add_(e.sum(1));
+  m.copy_(m_new);
+  if (!p.defined() || p.numel() < N * C || p.scalar_type() != z.scalar_type() || p.device() != z.device())
+    p = at::empty({N * C}, z.options());
+  p.narrow(0, 0, N * C).view({N, C}).copy_(e);
+  at::Tensor in_chunk = (target_local >= 0).logical_and(target_local < C);
+  at::Tensor picked = zf.gather(1, target_local.clamp(0, C - 1).unsqueeze(1)).squeeze(1);
+  zt.add_(at::where(in_chunk, picked, at::zeros_like(picked)));
+}
+
+void rope_qkv(at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H,
+              int64_t K, int64_t d, bool inverse) {
+  const int64_t half = d / 2;
+  at::Tensor heads = qkv.view({B, T, H + 2 * K, d}).narrow(2, 0, H + K);  // q and k heads, in place
+  at::Tensor x1 = f32(heads.narrow(3, 0, half)), x2 = f32(heads.narrow(3, half, half));
+  at::Tensor c = cos.narrow(0, 0, T).view({1, T, 1, half}), s = sin.narrow(0, 0, T).view({1, T, 1, half});
+  if (inverse) s = -s;
+  // Both halves are computed before either is written (for fp32, x1 and x2 are views of qkv itself).
+  at::Tensor o1 = x1 * c - x2 * s, o2 = x2 * c + x1 * s;
+  heads.narrow(3, 0, half).copy_(o1);
+  heads.narrow(3, half, half).copy_(o2);
+}
+
+}  // namespace generic
+
 bool g_fused = true;
 // The fused kernels run on CPU tensors while enabled; everything else takes the device-generic path.
 bool fused_for(const at::Tensor& t) { return g_fused && t.device().is_cpu(); }
@@ -322,7 +373,7 @@ at::Tensor swiglu_backward(const at::Tensor& gu, const at::Tensor& da_in) {
 }
 
 at::Tensor rmsnorm_forward(const at::Tensor& x_in, const at::Tensor& w_in, double eps, at::Tensor* rstd) {
-  if (!fused_for(x_in)) return generic::rmsnorm_forward(x_in, w_in, eps, rstd);
+  if (!fused_for(x_in)) return rmsnorm_forward_reference(x_in, w_in, eps, rstd);
   ProfileScope scope("lb::norm");
   at::Tensor x = x_in.contiguous(), w = w_in.contiguous();
   const auto dt = x.scalar_type();
@@ -346,7 +397,10 @@ at::Tensor rmsnorm_forward(const at::Tensor& x_in, const at::Tensor& w_in, doubl
 
 at::Tensor rmsnorm_backward(const at::Tensor& dy_in, const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
                             const at::Tensor& dw_acc, const at::Tensor& residual) {
-  if (!fused_for(x)) return generic::rmsnorm_backward(dy_in, x, w, rstd, dw_acc, residual);
+  if (!fused_for(x)) {
+    at::Tensor dx = rmsnorm_backward_reference(dy_in, x, w, rstd, dw_acc);
+    return residual.defined() ? dx + residual : dx;  // one rounding of the sum, as the fused kernel
+  }
   ProfileScope scope("lb::norm");
   at::Tensor dy = dy_in.contiguous();
   const auto dt = x.scalar_type();

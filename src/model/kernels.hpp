@@ -2,7 +2,8 @@
 // writes its tensors once, computing in fp32 whatever the storage type (fp32 or bf16), where the unfused
 // ATen version makes one pass per operation and per dtype conversion. Rows are split over the intra-op
 // threads; inner loops are compiled for AVX-512, AVX2+FMA and baseline x86-64 and chosen at startup from
-// the CPU's features.
+// the CPU's features. Each entry runs its fused kernel on CPU tensors (unless set_fused_cpu_kernels(false))
+// and otherwise an ATen composition at the same rounding points (the device-generic path).
 //
 // Numerics follow the reference semantics of qwen2.hpp (transformers' RMSNorm rounding points; SwiGLU
 // in fp32, rounded once), so the fused and unfused paths agree to fp32 rounding (tests/unit/test_kernels).

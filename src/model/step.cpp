@@ -57,7 +57,6 @@ void UnitProvider::embed_backward(const ModelLayout& m, const at::Tensor& ids, c
 }
 
 MicroResult forward_backward(const ModelLayout& m, UnitProvider& p, const MicroBatch& mb, const StepOptions& opt) {
-  set_fused_cpu_kernels(opt.fused_kernels);
   const int64_t B = mb.ids.size(0), T = mb.ids.size(1), N = B * T;
   const int L = static_cast<int>(m.shape.layers);
   const int kEmbed = 0, kFinal = m.final_unit(), kHead = m.head_unit();

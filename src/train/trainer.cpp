@@ -145,7 +145,6 @@ Setup make_setup(const TrainEnv& env) {
   sc.schedule.total_steps = c.run.steps;
   sc.options.activation_checkpointing = c.model.activation_checkpointing;
   if (!c.model.fused_head) sc.options.head_chunk = 0;
-  sc.options.fused_kernels = c.model.fused_kernels;
   sc.nan_at_step = c.fault.nan_at_step;
   sc.data_delay_s = c.fault.data_delay_ms / 1000.0;
   return s;

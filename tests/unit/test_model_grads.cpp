@@ -120,8 +120,8 @@ double run_ours(model::DenseModel& dm, const Batch& b, bool checkpointing, bool 
   model::StepOptions opt;
   opt.activation_checkpointing = checkpointing;
   opt.head_chunk = 40;  // several vocabulary chunks, the last one partial
-  opt.fused_kernels = fused_kernels;
   dm.zero_grad();
+  model::set_fused_cpu_kernels(fused_kernels);
   auto r = model::forward_backward(dm.layout(), dm, mb, opt);
   model::set_fused_cpu_kernels(true);
   return r.loss_sum / double(r.counted);

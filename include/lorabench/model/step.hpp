@@ -58,9 +58,6 @@ struct StepOptions {
   // Vocabulary columns per chunk of the fused LM head + loss; 0 = the unfused reference path (full
   // logits and an fp32 log-softmax, head_loss_reference) for checking the fused path's numerics.
   int64_t head_chunk = 16384;
-  // false: the device-generic ATen path instead of the fused CPU kernels (set_fused_cpu_kernels; what a
-  // CUDA run executes), for comparing the two.
-  bool fused_kernels = true;
   // Called around each unit's forward and backward (for traces): name, pass, start and end seconds.
   std::function<void(const std::string& unit, Pass pass, double t0, double t1)> on_unit;
   // Called when the forward and the backward pass begin (begin = true) and end, with the time (for
