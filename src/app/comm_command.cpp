@@ -23,12 +23,14 @@
 #include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/comm/nccl_communicator.hpp"
 #include "lorabench/comm/topology.hpp"
+#include "lorabench/config/paths.hpp"
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/log.hpp"
 #include "lorabench/core/strings.hpp"
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/io/run_file.hpp"
 #include "lorabench/io/schema.hpp"
+#include "lorabench/train/control.hpp"
 
 namespace lorabench::app {
 
@@ -224,6 +226,15 @@ int comm_main(MpiSession& mpi, int argc, char** argv) {
 
   comm::Topology topo = comm::discover_topology(mpi.world(), 0, backend == "nccl" ? devices : 0);
   const int cuda_device = backend == "nccl" ? topo.host_local_rank % devices : -1;
+  // The run file: -o as given, else outputs/<name>/run.h5. A name given (--name, name =) is used as is and
+  // refused when taken; the default name is numbered instead, so the same command twice keeps both runs.
+  if (opt.name.empty() && opt.output.empty()) {
+    std::string name;
+    if (rank == 0) name = first_free_run_name("outputs", strformat("comm-%s-n%d", backend.c_str(), mpi.size()));
+    opt.name = train::broadcast_string(mpi.world(), name);
+  } else if (opt.name.empty()) {
+    opt.name = std::filesystem::path(opt.output).stem().string();
+  }
   const std::string path = opt.output.empty() ? "outputs/" + opt.name + "/run.h5" : opt.output;
 
   // Rank 0 creates the run file now (exclusively), so a name clash stops the job before it runs.
@@ -235,7 +246,8 @@ int comm_main(MpiSession& mpi, int argc, char** argv) {
         std::filesystem::path parent = std::filesystem::path(path).parent_path();
         if (!parent.empty()) std::filesystem::create_directories(parent);
         if (std::filesystem::exists(path))
-          throw IoError(path + " exists (a run file is never overwritten: choose another --name or -o)");
+          throw IoError(resolve_path(path) + " exists (a run file is never overwritten: choose another --name or -o, or "
+                        "give neither for a numbered default name)");
         out = std::make_unique<io::RunFileWriter>(path, schema::kKindComm, opt.name);
       } catch (const std::exception& e) {
         error = e.what();

@@ -17,6 +17,7 @@
 #include "lorabench/comm/nccl_communicator.hpp"
 #include "lorabench/comm/topology.hpp"
 #include "lorabench/config/options.hpp"
+#include "lorabench/config/paths.hpp"
 #include "lorabench/core/cpu_isa.hpp"
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/log.hpp"
@@ -66,6 +67,7 @@ io::KeyValues provenance(const MpiSession& mpi, const comm::Topology& topo, cons
   std::vector<std::string> args(argv, argv + argc);
   p.emplace_back("argv", join(args, " "));
   p.emplace_back("input_file", cfg.input_path);
+  p.emplace_back("working_directory", fs::current_path().string());
   std::set<std::string> hosts;
   for (const auto& r : topo.ranks) hosts.insert(r.host);
   p.emplace_back("hosts", join(std::vector<std::string>(hosts.begin(), hosts.end()), ","));
@@ -147,7 +149,9 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   if (!train::broadcast_status(mpi.world(), ok, err)) throw ConfigError(err);
   text = train::broadcast_string(mpi.world(), text);
   RunConfig cfg = parse_run_config(input, text, sets);
-  if (cfg.run.name.empty()) cfg.run.name = fs::path(input).stem().string();
+  // run.name unset: a default name that says what ran, numbered when taken (chosen below, on rank 0).
+  const bool default_name = cfg.run.name.empty();
+  if (default_name) cfg.run.name = default_run_name(input, cfg.parallel.strategy, mpi.size());
 
   ValidationContext vctx;
   vctx.world_size = mpi.size();
@@ -170,6 +174,24 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
                       "runs on CPU tensors only (the NCCL backend serves `lorabench comm`; use mpi to train)");
   std::unique_ptr<comm::Communicator> comm = comm::make_mpi_communicator(mpi.world());
   if (cfg.fault.comm_delay_ms > 0) comm = comm::make_delayed_communicator(std::move(comm), cfg.fault.comm_delay_ms / 1000.0);
+
+  // The files the input names exist (checked before anything is written), and the run's name: with
+  // run.name unset, the first free of NAME, NAME-2, ... for a new run and the latest of them for
+  // checkpoint.resume = latest, so that running one command twice never meets the first run's directory.
+  ok = true;
+  err.clear();
+  if (mpi.rank() == 0) {
+    const std::vector<std::string> problems = input_path_problems(cfg);
+    if (!problems.empty()) {
+      ok = false;
+      err = cfg.input_path + ": " + join(problems, "\n  ");
+    } else if (default_name) {
+      cfg.run.name = cfg.checkpoint.resume == "latest" ? latest_run_name(cfg.run.output_dir, cfg.run.name)
+                                                       : first_free_run_name(cfg.run.output_dir, cfg.run.name);
+    }
+  }
+  if (!train::broadcast_status(mpi.world(), ok, err)) throw ConfigError(err);
+  cfg.run.name = train::broadcast_string(mpi.world(), cfg.run.name);
 
   // The run directory: rank 0 creates it; an existing run is never silently overwritten. Resuming
   // (checkpoint.resume) continues in an existing directory: its checkpoints stay and the previous run
@@ -195,8 +217,9 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
         const std::string ck = resuming ? fs::weakly_canonical(resume.path).string() : "";
         if (!cfg.run.overwrite) {
           ok = false;
-          err = "run.name: " + run_dir.string() +
-                " already exists (choose another run.name, or --set run.overwrite=true to replace it)";
+          err = "run.name: " + resolve_path(run_dir.string()) +
+                " already exists (choose another run.name, leave run.name unset for a numbered default name, or "
+                "--set run.overwrite=true to replace it)";
         } else if (resuming && starts_with(ck, fs::weakly_canonical(run_dir).string() + "/")) {
           ok = false;
           err = "run.overwrite: true would delete " + resume.path + ", which checkpoint.resume resumes from";
@@ -210,7 +233,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
       }
     } catch (const std::exception& e) {
       ok = false;
-      err = std::string("run.output_dir: ") + e.what();
+      err = describe_path("run.output_dir", cfg.run.output_dir) + ": " + e.what();
     }
   }
   if (!train::broadcast_status(mpi.world(), ok, err)) throw ConfigError(err);
@@ -232,6 +255,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   }
 
   log::info(strformat("lorabench %s (%s)  %s", program_version(), git_commit(), input.c_str()));
+  log::info("run directory: " + run_dir.string());
   if (cfg.model.dtype == "fp32" && sys::blas_info().kind == "reference BLAS")
     log::warn("the reference BLAS is loaded: fp32 GEMMs run ~30x slower than with OpenBLAS "
               "(apt-get install libopenblas0-pthread); the timings of this run are not representative");

@@ -130,7 +130,7 @@ const std::vector<BenchKey>& bench_keys() {
       {"check", "1", "verify each row against its closed form (1/0)"},
       {"backend", "mpi", "communicator: mpi, nccl, auto (nccl when built and a GPU is visible)"},
       {"output", "", "run file to write (default outputs/<name>/run.h5; never overwritten)"},
-      {"name", "comm", "run name"},
+      {"name", "", "run name (default comm-<backend>-n<ranks>, numbered when taken: -2, -3, ...)"},
   };
   return keys;
 }

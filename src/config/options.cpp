@@ -138,7 +138,7 @@ std::vector<OptionSpec> build_table() {
 
   // [run]
   t.push_back(string_opt("run.name", &RC::run, &RunSection::name, "",
-                         "run directory name under output_dir (empty: the input file's name without .ini)"));
+                         "run directory name under output_dir; empty: <input stem>[-<strategy>]-n<ranks>, numbered (-2, -3, ...) when taken"));
   t.push_back(string_opt("run.output_dir", &RC::run, &RunSection::output_dir, "outputs",
                          "directory that receives <name>/run.h5, checkpoints/ and adapter/"));
   t.push_back({"run.seed", "uint64", "1234", "seed of model init, data order, synthetic tokens and dropout",

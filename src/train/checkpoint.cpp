@@ -9,6 +9,7 @@
 #include <map>
 #include <tuple>
 
+#include "lorabench/config/paths.hpp"
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/hash.hpp"
 #include "lorabench/core/log.hpp"
@@ -283,13 +284,13 @@ ResumePoint select_resume_checkpoint(const RunConfig& c, const std::string& run_
           rp.path = p;
           break;
         } catch (const IoError& e) {
-          if (!latest) throw ConfigError(std::string("checkpoint.resume: cannot resume from ") + e.what());
+          if (!latest) throw ConfigError(describe_path("checkpoint.resume", p) + ": cannot resume (" + e.what() + ")");
           log::warn(std::string("skipping checkpoint ") + e.what());
           skipped.push_back(e.what());
         }
       }
       if (rp.path.empty())
-        throw ConfigError("checkpoint.resume = latest: no complete checkpoint in " + dir +
+        throw ConfigError("checkpoint.resume = latest: no complete checkpoint in " + resolve_path(dir) +
                           (skipped.empty() ? std::string(" (none written)") : "; skipped:\n    " + join(skipped, "\n    ")));
       rp.step = chosen.step;
       const auto diffs = fingerprint_differences(fingerprint_of(chosen.group("fingerprint")),

@@ -156,7 +156,7 @@ case "$case_name" in
     run 2 missing.log "$lorabench" "${common[@]}" --set run.name=new --set checkpoint.resume=latest
     [[ ! -e out/new ]] || fail "a failed resume created the run directory"
     run 2 path.log "$lorabench" "${common[@]}" --set run.name=p --set checkpoint.resume="$work/out/r/checkpoints/step_00000005.h5"
-    expect_in path.log "checkpoint.resume: cannot resume from $work/out/r/checkpoints/step_00000005.h5: not an HDF5 file"
+    expect_in path.log "checkpoint.resume = $work/out/r/checkpoints/step_00000005.h5: cannot resume ($work/out/r/checkpoints/step_00000005.h5: not an HDF5 file"
     # Combinations that cannot work.
     run 2 ow.log "$lorabench" "${common[@]}" --set run.name=r --set checkpoint.resume=latest --set run.overwrite=true
     expect_in ow.log "run.overwrite"

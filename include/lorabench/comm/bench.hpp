@@ -59,7 +59,7 @@ struct BenchOptions {
   bool check = true;                  // verify every row's result against its closed form
   std::string backend = "mpi";        // mpi | nccl | auto (nccl when built and a GPU is visible)
   std::string output;                 // run file; "" = outputs/<name>/run.h5
-  std::string name = "comm";          // run name
+  std::string name;                   // run name; empty = comm-<backend>-n<ranks>, numbered when taken
 };
 
 // The [comm] keys (ini) and their flags (--min-bytes for min_bytes): one table drives both parsers,

@@ -14,7 +14,7 @@
 namespace lorabench {
 
 struct RunSection {
-  std::string name;        // run directory name under output_dir; empty = the input file's stem
+  std::string name;        // run directory name under output_dir; empty = default_run_name() (config/paths.hpp)
   std::string output_dir;  // where runs are written
   uint64_t seed = 0;       // everything random derives from this (init, data, dropout)
   int steps = 0;           // optimizer steps per trial
