@@ -31,6 +31,7 @@
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/log.hpp"
 #include "lorabench/core/strings.hpp"
+#include "lorabench/core/version.hpp"
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/io/h5.hpp"
 #include "lorabench/metrics/papi.hpp"
@@ -584,7 +585,8 @@ int doctor_main(MpiSession& mpi, int argc, char** argv) {
   const bool strict = vm.count("strict") > 0;
   const int code = failures > 0 || (strict && warnings > 0) ? 1 : 0;
   if (as_json) {
-    json j = {{"lorabench_doctor", 1}, {"ok", code == 0}, {"status", status_name(worst)}, {"world_size", n},
+    json j = {{"lorabench_doctor", 1}, {"version", program_version()}, {"commit", git_commit()},
+              {"libtorch_version", TORCH_VERSION}, {"ok", code == 0}, {"status", status_name(worst)}, {"world_size", n},
               {"failures", failures}, {"warnings", warnings}, {"checks", json::array()}};
     for (const auto& c : checks) j["checks"].push_back(to_json(c));
     std::printf("%s\n", j.dump(2).c_str());

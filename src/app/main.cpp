@@ -7,6 +7,7 @@
 // with one message from rank 0, any other failure prints "[rank r@host] error: ..." and aborts the job
 // so no rank hangs in a collective.
 #include <malloc.h>
+#include <sys/stat.h>
 
 #include <cstdio>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/log.hpp"
 #include "lorabench/core/mpi_session.hpp"
+#include "lorabench/core/version.hpp"
 
 namespace {
 
@@ -40,7 +42,16 @@ void print_usage() {
   std::printf("usage: lorabench INPUT.ini [--set section.key=value ...]\n"
               "       lorabench <subcommand> [options]   (lorabench <subcommand> --help)\n\nsubcommands:\n");
   for (const auto& s : kSubcommands) std::printf("  %-12s %s\n", s.name, s.summary);
-  std::printf("\nlorabench keys prints every input key (docs/input-reference.md).\n");
+  std::printf("\nlorabench keys prints every input key (docs/input-reference.md); lorabench --version.\n");
+}
+
+// A first argument that names no file and has neither a '/' nor an extension is a mistyped command
+// ("lorabench trian"), not an input file that cannot be read.
+bool looks_like_command(const char* arg) {
+  const std::string a = arg;
+  if (a.empty() || a[0] == '-') return false;  // options: the training command line reports them
+  struct stat st;
+  return a.find('/') == std::string::npos && a.find('.') == std::string::npos && stat(arg, &st) != 0;
 }
 
 }  // namespace
@@ -59,8 +70,18 @@ int main(int argc, char** argv) {
       if (mpi.rank() == 0) print_usage();
       return argc < 2 ? 2 : 0;
     }
+    if (std::strcmp(argv[1], "--version") == 0 || std::strcmp(argv[1], "version") == 0) {
+      if (mpi.rank() == 0) std::printf("lorabench %s (commit %s)\n", lorabench::program_version(), lorabench::git_commit());
+      return 0;
+    }
     for (const auto& s : kSubcommands) {
       if (std::strcmp(argv[1], s.name) == 0) return s.run(mpi, argc - 1, argv + 1);
+    }
+    if (looks_like_command(argv[1])) {
+      std::string names;
+      for (const auto& s : kSubcommands) names += std::string(names.empty() ? "" : ", ") + s.name;
+      throw lorabench::ConfigError(std::string("unknown command \"") + argv[1] + "\" (commands: " + names +
+                                   "; or an input file: lorabench INPUT.ini; lorabench --help)");
     }
     // No subcommand name: the arguments are a training run (lorabench INPUT.ini ...).
     return lorabench::app::train_main(mpi, argc, argv);

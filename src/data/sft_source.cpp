@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/log.hpp"
@@ -179,6 +180,15 @@ std::string resolve_tokenizer_path(const RunConfig& cfg) {
     std::string dir = env;
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     return dir + "/qwen2.5/tokenizer.json";
+  }
+  // An installed lorabench (cmake --install) finds the tokenizer beside itself: PREFIX/bin/lorabench ->
+  // PREFIX/share/lorabench/qwen2.5/tokenizer.json. A build tree uses the checkout's copy.
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path installed =
+        exe.parent_path().parent_path() / "share" / "lorabench" / "qwen2.5" / "tokenizer.json";
+    if (std::filesystem::exists(installed, ec)) return installed.string();
   }
   return default_tokenizer_path();
 }

@@ -55,7 +55,8 @@ SftSpec sft_spec_from_config(const RunConfig& cfg, int world_size);
 //   1. data.tokenizer when set;
 //   2. <model.path>/tokenizer.json when model.path is set;
 //   3. $LORABENCH_DATA_DIR/qwen2.5/tokenizer.json when that environment variable is set;
-//   4. the build's default, <source dir>/third_party/qwen2.5/tokenizer.json (scripts/install-deps.sh
+//   4. an installed binary's own copy, <prefix>/share/lorabench/qwen2.5/tokenizer.json (cmake --install);
+//   5. the build's default, <source dir>/third_party/qwen2.5/tokenizer.json (scripts/install-deps.sh
 //      fetches it there).
 // Only chooses the path: Tokenizer::from_file reports a missing file (IoError naming the path and saying
 // to run scripts/install-deps.sh).

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# README's "Using it" block, run as a new user would: from an empty directory holding only the checkout's
+# inputs/, with an installed lorabench (cmake --install into a fresh prefix) first on PATH.
+#   readme_e2e.sh BUILD_DIR SOURCE_DIR WORKDIR MPIEXEC...
+# Each command of the block runs as written, with two changes, both stated where they happen: training
+# commands get --set run.steps=2 --set run.warmup_steps=0 appended (the commands, paths and run names are
+# the README's; only the length shrinks), and srun/sbatch lines need a Slurm allocation (the slurm label
+# runs those). Then the block's first two lines once more: both must run again, each into a new numbered
+# directory, and the earlier runs must be untouched; an explicit run.name that is taken is refused.
+set -euo pipefail
+build=$1 src=$2 work=$3
+shift 3
+mpiexec=("$@")
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+fresh_dir "$work"
+
+cmake --install "$build" --prefix "$work/prefix" >install.log 2>&1 || { cat install.log >&2; fail "cmake --install"; }
+[[ -f prefix/share/lorabench/qwen2.5/tokenizer.json ]] || fail "the tokenizer was not installed"
+mkdir -p user/bin
+ln -s "$src/inputs" user/inputs
+# `lorabench` is the installed binary; training commands are shortened (see above).
+cat >user/bin/lorabench <<WRAP
+#!/usr/bin/env bash
+case "\${1:-}" in
+  *.ini) exec "$work/prefix/bin/lorabench" "\$@" --set run.steps=2 --set run.warmup_steps=0 ;;
+  *) exec "$work/prefix/bin/lorabench" "\$@" ;;
+esac
+WRAP
+# `mpirun` is the MPI launcher the build found, with the flags this machine needs (root, 2 cores).
+printf '#!/usr/bin/env bash\nexec %s "$@"\n' "${mpiexec[*]}" >user/bin/mpirun
+chmod +x user/bin/*
+export PATH="$work/user/bin:$work/prefix/bin:$PATH"
+cd user
+
+# The block, exactly as README.md has it.
+awk '/^## Using it/{f=1} f&&/^```/{n++; next} f&&n==1{print} n>=2{exit}' "$src/README.md" >block.txt
+[[ -s block.txt ]] || fail "no \"Using it\" block in README.md"
+grep -q '^lorabench inputs/' block.txt || fail "the README block has no training command"
+i=0
+while IFS= read -r line; do
+  cmd="${line%%#*}"
+  [[ -n "${cmd// /}" ]] || continue
+  i=$((i + 1))
+  case "$cmd" in
+    srun* | sbatch*)
+      echo "line $i needs a Slurm allocation (the slurm label runs it): $cmd"
+      continue ;;
+  esac
+  echo "line $i: $cmd"
+  run 0 "line$i.log" bash -c "$cmd" </dev/null  # mpirun reads standard input
+done <block.txt
+[[ -f outputs/report.md ]] || fail "the block's report was not written"
+
+# The first two lines again: new numbered runs, the first ones untouched.
+sum() { sha256sum "$1" | cut -d' ' -f1; }
+first=$(sum outputs/ddp-n1/run.h5)
+second=$(sum outputs/ddp-n2/run.h5)
+run 0 again1.log bash -c "$(sed -n 1p block.txt)" </dev/null
+run 0 again2.log bash -c "$(sed -n 2p block.txt)" </dev/null
+[[ -f outputs/ddp-n1-2/run.h5 && -f outputs/ddp-n2-2/run.h5 ]] || { ls outputs >&2; fail "no numbered second runs"; }
+[[ $(sum outputs/ddp-n1/run.h5) == "$first" && $(sum outputs/ddp-n2/run.h5) == "$second" ]] ||
+  fail "a second run changed the first run's file"
+[[ $(h5attr outputs/ddp-n2-2/run.h5 /provenance/world_size) == 2 ]] || fail "ddp-n2-2 is not the 2-rank run"
+# A name the user gave is theirs: taken means refused (exit 2), naming the directory; nothing replaced.
+ga4=$(sum outputs/ddp_ga4/run.h5)
+run 2 taken.log lorabench inputs/ddp.ini --set train.grad_accum=4 --set run.name=ddp_ga4
+expect_in taken.log "run.name: $work/user/outputs/ddp_ga4 already exists"
+[[ $(sum outputs/ddp_ga4/run.h5) == "$ga4" ]] || fail "a refused run changed the existing run"
+
+# The installed binaries work from any directory: here, one with no inputs/ and no checkout.
+mkdir -p "$work/elsewhere" && cd "$work/elsewhere"
+run 0 version.txt lorabench --version
+expect_re version.txt '^lorabench [0-9]+\.[0-9]+\.[0-9]+ \(commit '
+run 0 tok.txt bash -c 'echo "Hello, world" | lorabench tokenize'
+expect_in tok.txt "[9707,11,1879]"
+run 0 report.txt lorabench-report "$work/user/outputs/ddp-n2/run.h5" -o r.md
+[[ -s r.md ]] || fail "lorabench-report wrote nothing"
+echo "README block: $i commands, the repeated ones numbered, installed binaries usable from $work/elsewhere"
