@@ -20,6 +20,13 @@ case "$case_name" in
     # Never overwritten: the same -o again is a configuration error (exit 2).
     run 2 again.txt "${mpiexec[@]}" -n 2 "$lorabench" comm "${tiny[@]}" -o "$work/run.h5"
     expect_in again.txt "exists"
+    # Without -o or --name: outputs/comm-mpi-n2, then comm-mpi-n2-2; a --name given twice is refused.
+    run 0 d1.txt "${mpiexec[@]}" -n 2 "$lorabench" comm "${tiny[@]}" --ops all_reduce
+    run 0 d2.txt "${mpiexec[@]}" -n 2 "$lorabench" comm "${tiny[@]}" --ops all_reduce
+    [[ -f outputs/comm-mpi-n2/run.h5 && -f outputs/comm-mpi-n2-2/run.h5 ]] || fail "no numbered default comm runs"
+    run 0 n1.txt "${mpiexec[@]}" -n 2 "$lorabench" comm "${tiny[@]}" --ops all_reduce --name mine
+    run 2 n2.txt "${mpiexec[@]}" -n 2 "$lorabench" comm "${tiny[@]}" --ops all_reduce --name mine
+    expect_in n2.txt "$work/outputs/mine/run.h5 exists"
     ;;
   config)
     printf '# comm sweep\n[comm]\nops = all_reduce, all_to_all\nmin_bytes = 1K\nmax_bytes = 4K\nfactor = 2\n'\
@@ -42,6 +49,7 @@ case "$case_name" in
     # stdout only (mpirun may add lines to stderr): run again keeping the streams apart.
     "${mpiexec[@]}" -n 2 "$lorabench" doctor --json --output-dir "$work/outputs" >doctor-stdout.json 2>/dev/null
     "$checker" doctor-json doctor-stdout.json
+    grep -qE '"version": ?"[0-9]+\.[0-9]+\.[0-9]+"' doctor-stdout.json || fail "doctor --json has no version"
     run 1 baddir.txt "$lorabench" doctor --output-dir /proc/lorabench-cannot-exist
     expect_in baddir.txt "FAIL  output_dir"
     ;;
