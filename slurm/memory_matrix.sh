@@ -3,7 +3,7 @@
 # outcome, out-of-memory and other failures included, as a row of a TSV and a Markdown table (a failed
 # run is a result here, not a reason to stop). Run it on a login node, from the repository root
 # (docs/slurm.md):
-#   slurm/memory_matrix.sh [gpu|cpu]                       # default gpu
+#   slurm/memory_matrix.sh [gpu|cpu]     # default: gpu when the cluster's nodes offer GPUs (sinfo), else cpu
 #   MATRIX_PRESETS="tiny small" MATRIX_STRATEGIES="single ddp" slurm/memory_matrix.sh cpu
 # Environment:
 #   MATRIX_PRESETS      default "qwen2.5-0.5b qwen2.5-1.5b qwen2.5-3b qwen2.5-7b"
@@ -14,6 +14,8 @@
 # Everything lands in OUTPUT_DIR/memory_<tag>/: <preset>_<strategy>/run.h5, one log per job, manifest.tsv,
 # and, written by the summary job, summary.tsv and summary.md with the columns
 #   preset strategy ranks job state exit run_status verdict mem_peak_bytes rss_peak_bytes step_time_s note
+# A row without a run file says why in its note: the job's state and exit code, its log and the log's last
+# error line.
 # state and exit come from sacct when accounting is on, else from scontrol (exit is CODE:SIGNAL; 137:0, a
 # rank killed under srun, or 0:9 is a SIGKILL, which without cgroups is how the kernel's OOM killer shows).
 #
@@ -25,25 +27,12 @@ h5attr() {
   h5dump -a "$2" "$1" 2>/dev/null | sed -n 's/^ *(0): //p' | head -n 1 | tr -d '"' || true
 }
 
-# job_outcome ID: prints "STATE<TAB>EXIT" of a finished job.
-job_outcome() {
-  local st="" ec=""
-  if command -v sacct >/dev/null 2>&1; then
-    local line
-    line=$(sacct -n -X -P -j "$1" -o State,ExitCode 2>/dev/null | head -n 1 || true)
-    st=${line%%|*}
-    ec=${line#*|}
-    st=${st%% *}   # "CANCELLED by 0" -> CANCELLED
-    [ "$line" = "$st" ] && ec=""
-  fi
-  if [ -z "$st" ]; then
-    local info
-    info=$(scontrol -o show job "$1" 2>/dev/null || true)
-    st=$(grep -oP '(^| )JobState=\K\S+' <<<"$info" || true)
-    ec=$(grep -oP '(^| )ExitCode=\K\S+' <<<"$info" || true)
-  fi
-  printf '%s\t%s\n' "${st:-UNKNOWN}" "${ec:-?}"
-}
+# job_outcome, missing_run_reason, matrix_kind
+# shellcheck source=outcome.sh
+# (from the repository root: the summary job runs a spooled copy of this script, in $SLURM_SUBMIT_DIR)
+[ -n "${SLURM_SUBMIT_DIR:-}" ] && cd "$SLURM_SUBMIT_DIR"
+[ -f slurm/outcome.sh ] || { echo "memory_matrix: run it from the repository root" >&2; exit 2; }
+source slurm/outcome.sh
 
 # What an allocation failure prints: CUDA ("CUDA out of memory"), libtorch on the CPU ("DefaultCPUAllocator:
 # can't allocate memory", "not enough memory"), C++ (std::bad_alloc), the kernel and Slurm (oom-kill).
@@ -74,6 +63,8 @@ summarize() {
       [ "$status" = failed ] && note=$(h5attr "$run" /status_message | tr '\t\n|' '  /' | cut -c1-120)
     else
       status="no run file"
+      note=$(missing_run_reason "$job" "$log")
+      note=${note#no run file: }
     fi
     if [ "$state" = OUT_OF_MEMORY ] || grep -qiE "$oom_pattern" "$log" 2>/dev/null; then
       note="out of memory${note:+: $note}"
@@ -90,14 +81,13 @@ summarize() {
 
 if [ "${1:-}" = --summarize ]; then
   [ $# -eq 2 ] || { echo "usage: slurm/memory_matrix.sh --summarize DIR" >&2; exit 2; }
-  [ -n "${SLURM_SUBMIT_DIR:-}" ] && cd "$SLURM_SUBMIT_DIR"
   summarize "$2"
   exit 0
 fi
 
-kind=${1:-gpu}
-case "$kind" in gpu | cpu) ;; *) echo "usage: slurm/memory_matrix.sh [gpu|cpu] | --summarize DIR" >&2; exit 2 ;; esac
+case "${1:-}" in "" | gpu | cpu) ;; *) echo "usage: slurm/memory_matrix.sh [gpu|cpu] | --summarize DIR" >&2; exit 2 ;; esac
 [ -f slurm/common.sh ] || { echo "memory_matrix: run it from the repository root" >&2; exit 2; }
+kind=$(matrix_kind "${1:-}")
 case " ${LORABENCH_SET:-} " in
   *" run.output_dir="* | *" run.name="*)
     echo "memory_matrix: set LORABENCH_OUTPUT_DIR instead of run.output_dir/run.name in LORABENCH_SET" >&2

@@ -6,7 +6,8 @@
 # Cases:
 #   ddp_2cpu   sbatch slurm/ddp_2cpu.sbatch (tiny input): exit code, run file status and Slurm provenance
 #   srun_fsdp  salloc -n 2 srun lorabench inputs/fsdp.ini (shrunk with --set): plain srun in an allocation
-#   memory     slurm/memory_matrix.sh cpu with a tiny model and a memory limit that a larger one exceeds:
+#   matrix     slurm/submit_matrix.sh (no kind: the CPU scripts here), one run cancelled: the report says why
+#   memory     slurm/memory_matrix.sh (no kind) with a tiny model and a memory limit that a larger one exceeds:
 #              the failure is a row of the summary, the matrix goes on
 set -euo pipefail
 case_name=$1 lorabench=$2 work=$3
@@ -108,10 +109,12 @@ case "$case_name" in
     }
     limit_kb=${LORABENCH_TEST_AS_LIMIT_KB:-$(( $(tiny_peak_kb) + 1000000 ))}
     echo "address-space limit: $limit_kb KB"
+    # No kind given: the cluster has no GPU, so the CPU scripts (the script says so).
     out=$( (ulimit -v "$limit_kb"
             MATRIX_PRESETS="tiny qwen2.5-0.5b" MATRIX_STRATEGIES="ddp" MATRIX_STEPS=2 LORABENCH_OUTPUT_DIR="$work/outputs" \
-            LORABENCH_INPUT=inputs/tiny.ini LORABENCH_SBATCH_ARGS="--cpus-per-task=1 --time=4" slurm/memory_matrix.sh cpu) )
+            LORABENCH_INPUT=inputs/tiny.ini LORABENCH_SBATCH_ARGS="--cpus-per-task=1 --time=4" slurm/memory_matrix.sh) 2>&1 )
     echo "$out"
+    grep -q "kind cpu: no node of this cluster offers a GPU" <<<"$out" || fail "memory_matrix did not choose the CPU scripts"
     summary_job=$(awk '/^jobs:/ { print $NF }' <<<"$out")
     [ -n "$summary_job" ] || fail "no job ids printed"
     rc=0
@@ -127,6 +130,33 @@ case "$case_name" in
                 END { exit !ok }' "$tsv" || { cat "$tsv" >&2; fail "qwen2.5-0.5b/ddp is not an out-of-memory row"; }
     expect_in "$dir/summary.md" "| preset | strategy |"
     echo "ok: the matrix recorded a completed run and an out-of-memory failure"
+    ;;
+  matrix)
+    # slurm/submit_matrix.sh as documented, without a kind (no GPU here: the CPU scripts). One run is
+    # cancelled before it can write its run file: the report job still runs, reports the other three and
+    # says why the fourth is missing (state, exit code, log), and fails.
+    out=$(LORABENCH_INPUT=inputs/tiny.ini LORABENCH_SET="run.steps=2 run.warmup_steps=0 run.quiet=true" \
+          LORABENCH_OUTPUT_DIR="$work/outputs" LORABENCH_SBATCH_ARGS="--cpus-per-task=1 --time=4" \
+          slurm/submit_matrix.sh 2>&1)
+    echo "$out"
+    grep -q "kind cpu: no node of this cluster offers a GPU" <<<"$out" || fail "submit_matrix did not choose the CPU scripts"
+    read -r -a jobs <<<"$(awk '/^jobs:/ { $1 = ""; print }' <<<"$out")"
+    [ ${#jobs[@]} -eq 5 ] || fail "expected 4 run jobs and a report job, got: ${jobs[*]}"
+    scancel "${jobs[2]}"   # fsdp_2cpu
+    rc=0
+    "$src/scripts/slurm/wait_job.sh" "${jobs[4]}" 280 || rc=$?
+    report="$work/outputs/report_${jobs[0]}.md"
+    [ -f "$report" ] || fail "no report $report"
+    [ $rc -eq 1 ] || { cat "$report" >&2; fail "the report job exited with $rc, expected 1 (a run is missing)"; }
+    expect_in "$report" "## Missing runs"
+    expect_re "$report" "fsdp_${jobs[2]}/run.h5: no run file: job ${jobs[2]} CANCELLED"
+    for k in 0 1 3; do
+      check_run "$work/outputs/$(sed -n "$((k + 1))p" <<<"single
+ddp
+fsdp
+zero2")_${jobs[$k]}/run.h5" "${jobs[$k]}" "$([ $k -eq 0 ] && echo 1 || echo 2)"
+    done
+    echo "ok: the report covers three runs and says why the cancelled one is missing"
     ;;
   *) fail "unknown case $case_name" ;;
 esac
