@@ -287,7 +287,8 @@ at::Tensor rmsnorm_backward(const at::Tensor& dy, const at::Tensor& x, const at:
 at::Tensor rmsnorm_forward_reference(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd) {
   ProfileScope scope("lb::norm");
   at::Tensor xf = x.to(at::kFloat);
-  // sum * (1/D) rather than mean: with grad mode on, mean would keep its input alive (ENVIRONMENT.md).
+  // sum * (1/D) rather than mean: with grad mode on, libtorch 1.13's mean(-1, true) kept its whole input
+  // alive for backward; sum does not (docs/model.md).
   at::Tensor r = at::rsqrt(xf.pow(2).sum(-1, true).mul_(1.0 / double(x.size(-1))).add_(eps));
   if (rstd) *rstd = r;
   return w * (xf * r).to(x.scalar_type());

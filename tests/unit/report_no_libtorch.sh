@@ -1,5 +1,5 @@
 #!/bin/sh
-# lorabench-report must never link libtorch (STYLE.md: the postprocess tool stays light). Fails when ldd
+# lorabench-report must never link libtorch (the postprocess tool stays light: it reads HDF5 and links no libtorch). Fails when ldd
 # lists libtorch* or libc10* among the binary's shared libraries, or when ldd cannot read it.
 #   report_no_libtorch.sh PATH/TO/lorabench-report
 set -eu
