@@ -5,12 +5,14 @@
 //   lorabench checkpoint verify A B [--rtol R]      compare group by group and tensor by tensor (digests,
 //                                                   max abs / max rel difference); exit 0 when identical
 //                                                   (or every tensor within R), 1 otherwise
+//   lorabench checkpoint export-adapter FILE DIR    the LoRA adapter of a checkpoint in PEFT's format
 //
 // Rank 0 does the work (run it on one rank); an unreadable or corrupt file exits 2 with the reason.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -21,6 +23,7 @@
 #include "lorabench/core/strings.hpp"
 #include "lorabench/io/checkpoint.hpp"
 #include "lorabench/io/safetensors.hpp"
+#include "lorabench/lora/adapter.hpp"
 
 namespace lorabench::app {
 
@@ -29,7 +32,8 @@ namespace {
 void print_checkpoint_help() {
   std::printf(
       "usage: lorabench checkpoint info FILE\n"
-      "       lorabench checkpoint verify A B [--rtol R]\n\n"
+      "       lorabench checkpoint verify A B [--rtol R]\n"
+      "       lorabench checkpoint export-adapter FILE DIR\n\n"
       "info    prints a checkpoint's step, attribute groups (state, schedule, optimizer, data cursor, rng,\n"
       "        fingerprint, writer) and every tensor with its shape and digest (digests are recomputed and\n"
       "        checked against the stored ones).\n"
@@ -37,6 +41,9 @@ void print_checkpoint_help() {
       "        geometry are shown, not compared) and every tensor: digests, max |a-b| and max |a-b| / max |b|.\n"
       "        Exit 0 when everything is identical (bitwise), or with --rtol R when every tensor's max rel\n"
       "        difference is <= R and the attributes agree; exit 1 otherwise; 2 when a file is unusable.\n"
+      "export-adapter  writes the checkpoint's LoRA adapter to DIR in PEFT's format (adapter_model.safetensors,\n"
+      "        adapter_config.json), as a run writes outputs/<run>/adapter/ at its end: the adapter of a run that\n"
+      "        was killed or stopped. DIR must not exist or be empty.\n"
       "docs/checkpoints.md describes the file layout.\n");
 }
 
@@ -160,6 +167,52 @@ int verify(const std::string& pa, const std::string& pb, double rtol) {
 
 }  // namespace
 
+// The attribute KEY of group GROUP as text; IoError naming the file when it is missing.
+std::string attr_of(const io::CheckpointContents& c, const char* group, const std::string& key) {
+  const io::AttrGroup* g = c.group(group);
+  const io::AttrValue* v = g ? io::find_attr(g->attrs, key) : nullptr;
+  if (v == nullptr) throw IoError(c.path + ": no attribute /" + group + "/" + key);
+  return io::attr_text(*v);
+}
+
+int export_adapter(const std::string& path, const std::string& dir) {
+  const io::CheckpointContents c = io::read_checkpoint(path, true);  // digests checked
+  if (attr_of(c, "fingerprint", "lora.enabled") != "true")
+    throw IoError(path + ": written by a full fine-tuning run (lora.enabled = false): it holds no adapter");
+  lora::AdapterConfig a;
+  try {
+    a.r = std::stoi(attr_of(c, "fingerprint", "lora.r"));
+    a.alpha = std::stod(attr_of(c, "fingerprint", "lora.alpha"));
+    a.dropout = std::stod(attr_of(c, "lora", "dropout"));
+  } catch (const std::logic_error&) {
+    throw IoError(path + ": /fingerprint lora.r, lora.alpha or /lora dropout is not a number");
+  }
+  a.rslora = attr_of(c, "fingerprint", "lora.rslora") == "true";
+  a.targets = split(attr_of(c, "fingerprint", "lora.targets"), ',');
+  // Older checkpoints have no /writer/base_model: the preset of a random init, else the snapshot is unknown.
+  const io::AttrGroup* w = c.group("writer");
+  if (const io::AttrValue* b = w ? io::find_attr(w->attrs, "base_model") : nullptr) {
+    a.base_model = io::attr_text(*b);
+  } else {
+    const std::string src = attr_of(c, "fingerprint", "model.source");
+    a.base_model = starts_with(src, "preset ") ? src.substr(7) : "";
+  }
+  std::vector<io::TensorToWrite> tensors;
+  for (const auto& t : c.tensors)
+    if (starts_with(t.path, "trainable/")) tensors.push_back({t.path.substr(10), "F32", t.shape, t.data.data()});
+  if (tensors.empty()) throw IoError(path + ": no trainable tensors");
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_empty(dir, ec))
+    throw IoError(dir + " exists and is not empty (an adapter is never overwritten: choose another directory)");
+  std::filesystem::create_directories(dir);
+  io::write_safetensors((std::filesystem::path(dir) / "adapter_model.safetensors").string(), tensors, {{"format", "pt"}});
+  lora::write_adapter_config(dir, a);
+  std::printf("adapter %s: step %lld of %s, %zu tensors, r %d, alpha %g, targets %s, base %s\n", dir.c_str(),
+              (long long)c.step, path.c_str(), tensors.size(), a.r, a.alpha, join(a.targets, ",").c_str(),
+              a.base_model.empty() ? "(unknown)" : a.base_model.c_str());
+  return 0;
+}
+
 int checkpoint_main(MpiSession& mpi, int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "-h" || args[0] == "--help") {
@@ -181,12 +234,15 @@ int checkpoint_main(MpiSession& mpi, int argc, char** argv) {
     }
   }
   const std::string& cmd = args[0];
-  const bool usage_ok = (cmd == "info" && pos.size() == 1 && rtol < 0) || (cmd == "verify" && pos.size() == 2);
-  if (!usage_ok) throw ConfigError("checkpoint: usage: lorabench checkpoint info FILE | verify A B [--rtol R]");
+  const bool usage_ok = (cmd == "info" && pos.size() == 1 && rtol < 0) || (cmd == "verify" && pos.size() == 2) ||
+                        (cmd == "export-adapter" && pos.size() == 2 && rtol < 0);
+  if (!usage_ok)
+    throw ConfigError("checkpoint: usage: lorabench checkpoint info FILE | verify A B [--rtol R] | "
+                      "export-adapter FILE DIR");
   int rc = 0;
   if (mpi.rank() == 0) {
     try {
-      rc = cmd == "info" ? info(pos[0]) : verify(pos[0], pos[1], rtol);
+      rc = cmd == "info" ? info(pos[0]) : cmd == "verify" ? verify(pos[0], pos[1], rtol) : export_adapter(pos[0], pos[1]);
     } catch (const IoError& e) {
       std::fprintf(stderr, "lorabench checkpoint: %s\n", e.what());
       rc = 2;

@@ -25,6 +25,7 @@
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/core/version.hpp"
 #include "lorabench/io/run_file.hpp"
+#include "lorabench/lora/adapter.hpp"
 #include "lorabench/metrics/memory.hpp"
 #include "lorabench/model/gemm.hpp"
 #include "lorabench/model/qwen2.hpp"
@@ -181,7 +182,19 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   ok = true;
   err.clear();
   if (mpi.rank() == 0) {
-    const std::vector<std::string> problems = input_path_problems(cfg);
+    std::vector<std::string> problems = input_path_problems(cfg);
+    if (problems.empty() && !cfg.lora.init_from.empty()) {
+      try {
+        const lora::AdapterConfig a = lora::read_adapter_config(cfg.lora.init_from);
+        const auto diffs = lora::adapter_mismatches(
+            a, model::make_lora_spec(true, cfg.lora.r, cfg.lora.alpha, cfg.lora.dropout, cfg.lora.rslora, cfg.lora.targets));
+        if (!diffs.empty())
+          problems.push_back(describe_path("lora.init_from", cfg.lora.init_from) +
+                             ": the adapter does not match the configuration:\n    " + join(diffs, "\n    "));
+      } catch (const IoError& e) {
+        problems.push_back(describe_path("lora.init_from", cfg.lora.init_from) + ": " + e.what());
+      }
+    }
     if (!problems.empty()) {
       ok = false;
       err = cfg.input_path + ": " + join(problems, "\n  ");

@@ -197,6 +197,9 @@ std::vector<OptionSpec> build_table() {
                },
                [](const RC& c) { return join(c.lora.targets, ","); }});
   t.push_back(bool_opt("lora.rslora", &RC::lora, &LoraSection::rslora, false, "rank-stabilised scaling alpha/sqrt(r)"));
+  t.push_back(string_opt("lora.init_from", &RC::lora, &LoraSection::init_from, "",
+                         "PEFT adapter directory to start from (r, alpha, rslora, targets must match); empty = "
+                         "PEFT's init (A Kaiming-uniform, B zero)"));
 
   // [data]
   t.push_back(enum_opt("data.format", &RC::data, &DataSection::format, {"auto", "alpaca", "chat", "synthetic"},
@@ -482,6 +485,8 @@ void validate_run_config(const RunConfig& c, const ValidationContext& ctx) {
     add("run.warmup_steps", "must be smaller than run.steps (" + std::to_string(c.run.steps) +
                                 ") so at least one step is measured");
   if (c.train.min_lr > c.train.lr) add("train.min_lr", "is larger than train.lr");
+  if (!c.lora.enabled && !c.lora.init_from.empty())
+    add("lora.init_from", "is set but lora.enabled = false trains no adapter");
   if (c.data.format == "synthetic" && !c.data.path.empty())
     add("data.path", "is set but data.format = synthetic ignores it (set data.format to auto, alpaca or chat)");
   if (c.data.format != "synthetic" && c.data.path.empty())

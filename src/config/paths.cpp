@@ -70,6 +70,11 @@ std::vector<std::string> input_path_problems(const RunConfig& cfg) {
   };
   if (cfg.data.format != "synthetic") check("data.path", cfg.data.path, false);
   check("data.tokenizer", cfg.data.tokenizer, false);
+  check("lora.init_from", cfg.lora.init_from, true);
+  if (!cfg.lora.init_from.empty() && fs::is_directory(cfg.lora.init_from) &&
+      !fs::exists(fs::path(cfg.lora.init_from) / "adapter_config.json"))
+    problems.push_back(describe_path("lora.init_from", cfg.lora.init_from) +
+                       ": has no adapter_config.json (expected a PEFT adapter directory)");
   const size_t before = problems.size();
   check("model.path", cfg.model.path, true);
   if (!cfg.model.path.empty() && problems.size() == before && !fs::exists(fs::path(cfg.model.path) / "config.json"))

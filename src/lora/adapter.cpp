@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -87,13 +88,7 @@ void load_adapter(const std::string& dir, const model::ModelLayout& m, std::vect
   AdapterConfig c = read_adapter_config(dir);
   std::vector<std::string> diffs;
   if (!m.lora.enabled) diffs.push_back("lora.enabled is false but an adapter was given");
-  if (c.r != m.lora.r) diffs.push_back(strformat("r: adapter %d, config %d", c.r, m.lora.r));
-  if (c.alpha != m.lora.alpha) diffs.push_back(strformat("alpha: adapter %g, config %g", c.alpha, m.lora.alpha));
-  if (c.rslora != m.lora.rslora)
-    diffs.push_back(std::string("rslora: adapter ") + (c.rslora ? "true" : "false") + ", config " +
-                    (m.lora.rslora ? "true" : "false"));
-  std::vector<std::string> want = m.lora.target_names();
-  if (c.targets != want) diffs.push_back("targets: adapter " + join(c.targets, ",") + ", config " + join(want, ","));
+  for (auto& d : adapter_mismatches(c, m.lora)) diffs.push_back(std::move(d));
   if (!diffs.empty()) throw ConfigError(dir + ": adapter does not match the configuration:\n  " + join(diffs, "\n  "));
 
   io::SafeTensorsFile f((fs::path(dir) / "adapter_model.safetensors").string());
@@ -123,31 +118,85 @@ void save_adapter(const std::string& dir, const model::ModelLayout& m, const std
     }
   }
   io::write_safetensors((fs::path(dir) / "adapter_model.safetensors").string(), tensors, {{"format", "pt"}});
+  AdapterConfig c;
+  c.r = m.lora.r;
+  c.alpha = m.lora.alpha;
+  c.dropout = m.lora.dropout;
+  c.rslora = m.lora.rslora;
+  c.base_model = base_model;
+  c.targets = m.lora.target_names();
+  write_adapter_config(dir, c);
+}
+
+void write_adapter_config(const std::string& dir, const AdapterConfig& c) {
   nlohmann::ordered_json j;
   j["alpha_pattern"] = nlohmann::json::object();
   j["auto_mapping"] = nullptr;
-  j["base_model_name_or_path"] = base_model;
+  j["base_model_name_or_path"] = c.base_model;
   j["bias"] = "none";
   j["fan_in_fan_out"] = false;
   j["inference_mode"] = true;
   j["init_lora_weights"] = true;
   j["layers_pattern"] = nullptr;
   j["layers_to_transform"] = nullptr;
-  j["lora_alpha"] = m.lora.alpha;
-  j["lora_dropout"] = m.lora.dropout;
+  j["lora_alpha"] = c.alpha;
+  j["lora_dropout"] = c.dropout;
   j["modules_to_save"] = nullptr;
   j["peft_type"] = "LORA";
-  j["r"] = m.lora.r;
+  j["r"] = c.r;
   j["rank_pattern"] = nlohmann::json::object();
   j["revision"] = nullptr;
   std::vector<std::string> mods;
-  for (int i = 0; i < model::kNumProj; ++i)
-    if (m.lora.target[i]) mods.push_back(kModuleNames[i]);
+  for (int i = 0; i < model::kNumProj; ++i) {
+    const std::string shortname = model::proj_short_name(static_cast<model::Proj>(i));
+    if (std::find(c.targets.begin(), c.targets.end(), shortname) != c.targets.end()) mods.push_back(kModuleNames[i]);
+  }
   j["target_modules"] = mods;
   j["task_type"] = "CAUSAL_LM";
   j["use_dora"] = false;
-  j["use_rslora"] = m.lora.rslora;
+  j["use_rslora"] = c.rslora;
   write_text((fs::path(dir) / "adapter_config.json").string(), j.dump(2) + "\n");
+}
+
+std::vector<std::string> adapter_mismatches(const AdapterConfig& a, const model::LoraSpec& run) {
+  std::vector<std::string> out;
+  if (a.r != run.r) out.push_back(strformat("r: adapter %d, lora.r %d", a.r, run.r));
+  if (a.alpha != run.alpha) out.push_back(strformat("lora_alpha: adapter %g, lora.alpha %g", a.alpha, run.alpha));
+  if (a.rslora != run.rslora)
+    out.push_back(std::string("use_rslora: adapter ") + (a.rslora ? "true" : "false") + ", lora.rslora " +
+                  (run.rslora ? "true" : "false"));
+  std::vector<std::string> want = run.target_names();
+  std::vector<std::string> have = a.targets;
+  std::sort(have.begin(), have.end());
+  std::sort(want.begin(), want.end());
+  if (have != want)
+    out.push_back("target_modules: adapter " + join(have, ",") + ", lora.targets " + join(want, ","));
+  return out;
+}
+
+std::string base_model_name(const std::string& model_path, const std::string& preset) {
+  if (model_path.empty()) return preset;
+  const fs::path dir = fs::absolute(fs::path(model_path)).lexically_normal();
+  fs::path p = dir;
+  if (p.filename().empty()) p = p.parent_path();
+  // .../models--ORG--NAME/snapshots/REV
+  if (p.has_parent_path() && p.parent_path().filename() == "snapshots") {
+    const std::string repo = p.parent_path().parent_path().filename().string();
+    if (starts_with(repo, "models--")) {
+      std::string id = repo.substr(8);
+      const size_t sep = id.find("--");
+      if (sep != std::string::npos) return id.substr(0, sep) + "/" + id.substr(sep + 2);
+      return id;
+    }
+  }
+  try {
+    const nlohmann::json j = nlohmann::json::parse(read_file((p / "config.json").string()));
+    if (j.contains("_name_or_path") && j["_name_or_path"].is_string() && !j["_name_or_path"].get<std::string>().empty())
+      return j["_name_or_path"].get<std::string>();
+  } catch (const std::exception&) {
+    // unreadable here: the path stands (the training reads config.json itself and reports it)
+  }
+  return p.string();
 }
 
 void save_merged(const std::string& dir, const model::ModelLayout& m, const std::vector<at::Tensor>& compute,

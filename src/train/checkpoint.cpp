@@ -19,6 +19,7 @@
 #include "lorabench/core/version.hpp"
 #include "lorabench/data/sampler.hpp"
 #include "lorabench/data/sft_source.hpp"
+#include "lorabench/lora/adapter.hpp"
 #include "lorabench/model/shape.hpp"
 #include "lorabench/train/control.hpp"
 #include "lorabench/optim/schedule.hpp"
@@ -524,6 +525,7 @@ std::vector<io::AttrGroup> Checkpointer::groups(int64_t steps_done, int64_t opti
                {{"program_version", std::string(program_version())},
                 {"git_commit", std::string(git_commit())},
                 {"run_name", c_.run.name},
+                {"base_model", lora::base_model_name(c_.model.path, c_.model.preset)},
                 {"created_utc", sys::utc_now_iso8601()},
                 {"strategy", c_.parallel.strategy},
                 {"world_size", int64_t(world_size_)},

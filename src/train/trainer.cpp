@@ -387,6 +387,7 @@ class Trainer {
     // Checkpoints (checkpoint.every) and resume (checkpoint.resume): see train/checkpoint.hpp.
     Checkpointer ckpt(c_, s_.layout, *s_.source, env_.world, env_.run_dir, env_.run);
     const int64_t first_step = ckpt.resume(*strat, env_.resume_from);
+    if (first_step == 0 && env_.resume_from.empty() && !c_.lora.init_from.empty()) start_from_adapter(*strat);
     double trial_t0 = sys::now_s();
     for (int64_t step = first_step; step < steps; ++step) {
       if (c_.fault.kill_rank == rank_ && c_.fault.kill_at_step == step) {
@@ -499,10 +500,30 @@ class Trainer {
     log_.add_counters(rows);
   }
 
+  // lora.init_from: every rank reads the adapter (r, alpha, rslora and targets checked against the
+  // configuration) and the strategy keeps its part; the optimizer starts fresh, as at step 0.
+  void start_from_adapter(strategy::TrainingStrategy& strat) {
+    strategy::FullState st;
+    for (const auto& unit : s_.layout.units) {
+      if (unit.trainable.empty()) {
+        st.params.emplace_back();
+        st.exp_avg.emplace_back();
+        st.exp_avg_sq.emplace_back();
+        continue;
+      }
+      st.params.push_back(at::zeros({unit.trainable_numel}, at::kFloat));
+      st.exp_avg.push_back(at::zeros({unit.trainable_numel}, at::kFloat));
+      st.exp_avg_sq.push_back(at::zeros({unit.trainable_numel}, at::kFloat));
+    }
+    lora::load_adapter(c_.lora.init_from, s_.layout, st.params);
+    strat.load_state(st);
+    log::info("lora.init_from: the adapter " + c_.lora.init_from + " is the starting point");
+  }
+
   void save_outputs(strategy::TrainingStrategy& strat, const strategy::FullState& st) {
     if (rank_ == 0 && c_.checkpoint.save_adapter && s_.layout.lora.enabled) {
       const std::string dir = (fs::path(env_.run_dir) / "adapter").string();
-      lora::save_adapter(dir, s_.layout, st.params, c_.model.path.empty() ? c_.model.preset : c_.model.path);
+      lora::save_adapter(dir, s_.layout, st.params, lora::base_model_name(c_.model.path, c_.model.preset));
       log::info("adapter: " + dir);
     }
   }

@@ -15,6 +15,45 @@ tiny=("$src/inputs/tiny.ini" --set run.output_dir="$work/out" --set run.quiet=tr
       --set run.log_every=1 --set checkpoint.keep_last=0)
 C=out/ref/checkpoints
 case "$case_name" in
+  adapter)
+    # The adapter workflow on the qwen2-tiny snapshot: export-adapter from any checkpoint, the base model
+    # the adapter names, lora.init_from (also sharded, under fsdp) and its mismatch errors.
+    fx="$src/tests/fixtures"
+    snap=(--set model.path="$fx/qwen2-tiny" --set checkpoint.every=3)
+    # A completed run: its last checkpoint exports byte for byte the adapter the run wrote at its end.
+    run 0 a.log "$lorabench" "${tiny[@]}" "${snap[@]}" --set run.name=a
+    run 0 exp_a.txt "$lorabench" checkpoint export-adapter out/a/checkpoints/step_00000006.h5 exp_a
+    expect_in exp_a.txt "step 6 of out/a/checkpoints/step_00000006.h5"
+    cmp exp_a/adapter_model.safetensors out/a/adapter/adapter_model.safetensors || fail "exported tensors differ"
+    cmp exp_a/adapter_config.json out/a/adapter/adapter_config.json || fail "exported adapter_config.json differs"
+    # The snapshot has no _name_or_path and is not in the Hugging Face cache: its absolute path.
+    expect_in exp_a/adapter_config.json "\"base_model_name_or_path\": \"$fx/qwen2-tiny\""
+    run 2 again.txt "$lorabench" checkpoint export-adapter out/a/checkpoints/step_00000006.h5 exp_a
+    expect_in again.txt "exp_a exists and is not empty"
+    # A killed run still yields its last good adapter, and lorabench forward loads it.
+    run nonzero k.log "$lorabench" "${tiny[@]}" "${snap[@]}" --set run.name=k --set fault.kill_rank=0 \
+      --set fault.kill_at_step=4
+    [[ ! -d out/k/adapter ]] || fail "a killed run wrote its end-of-run adapter"
+    run 0 exp_k.txt "$lorabench" checkpoint export-adapter out/k/checkpoints/step_00000003.h5 exp_k
+    run 0 fwd.txt "$lorabench" forward --model "$fx/qwen2-tiny" --adapter exp_k --ids 1,2,3 --out k.safetensors
+    # lora.init_from under fsdp on 2 ranks with lr 0: nothing moves, so the step-1 checkpoint holds run a's
+    # adapter bit for bit (each rank loaded its shard of it), and the first loss is the adapted model's.
+    run 0 b.log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" --set model.path="$fx/qwen2-tiny" --set run.name=b \
+      --set parallel.strategy=fsdp --set lora.init_from=out/a/adapter --set train.lr=0 --set run.steps=1 \
+      --set checkpoint.every=1
+    run 0 exp_b.txt "$lorabench" checkpoint export-adapter out/b/checkpoints/step_00000001.h5 exp_b
+    cmp exp_b/adapter_model.safetensors out/a/adapter/adapter_model.safetensors ||
+      fail "lora.init_from did not start from the adapter"
+    # Mismatches are configuration errors before anything is written.
+    run 2 r8.txt "$lorabench" "${tiny[@]}" "${snap[@]}" --set run.name=c --set lora.init_from=out/a/adapter \
+      --set lora.r=8 --set lora.targets=q,v
+    expect_in r8.txt "the adapter does not match the configuration:"
+    expect_in r8.txt "r: adapter 4, lora.r 8"
+    expect_in r8.txt "target_modules: adapter down,gate,k,o,q,up,v, lora.targets q,v"
+    run 2 nodir.txt "$lorabench" "${tiny[@]}" "${snap[@]}" --set run.name=c --set lora.init_from=out/a
+    expect_in nodir.txt "lora.init_from = out/a (resolved against the working directory: $work/out/a): has no adapter_config.json"
+    [[ ! -e out/c ]] || fail "a configuration error created the run directory"
+    ;;
   commit)
     # Checkpoints every 2 steps, 2 kept; the files, the pointer, h5dump, info and verify.
     run 0 log "$lorabench" "${tiny[@]}" --set run.name=r --set checkpoint.every=2 --set checkpoint.keep_last=2

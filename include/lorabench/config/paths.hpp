@@ -10,7 +10,7 @@
 namespace lorabench {
 
 // The rule for every path in an input file or a --set (data.path, data.tokenizer, model.path,
-// run.output_dir, checkpoint.resume): a relative path is relative to the
+// lora.init_from, run.output_dir, checkpoint.resume): a relative path is relative to the
 // working directory lorabench was started in, never to the input file's directory. Returns the absolute,
 // lexically normal form (nothing needs to exist).
 std::string resolve_path(const std::string& path);

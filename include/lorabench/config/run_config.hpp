@@ -41,6 +41,7 @@ struct LoraSection {
   double dropout = 0;                // on the LoRA branch input only
   std::vector<std::string> targets;  // subset of q,k,v,o,gate,up,down
   bool rslora = false;               // scaling alpha/sqrt(r) instead of alpha/r
+  std::string init_from;             // a PEFT adapter directory to start from; empty = PEFT's init
 };
 
 struct DataSection {
