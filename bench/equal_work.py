@@ -10,6 +10,7 @@ Torch-free except write_snapshot (imports torch and safetensors lazily).
 """
 import json
 import os
+import shutil
 
 import numpy as np
 
@@ -97,7 +98,8 @@ def write_snapshot(preset, seed, root=None):
         return torch.empty(shape, dtype=torch.float32).normal_(mean, std, generator=g).to(torch.bfloat16)
 
     head_std = 2.5 / hidden**0.5
-    t = {"model.embed_tokens.weight": normal(vocab, hidden, std=head_std), "model.norm.weight": normal(hidden, mean=1.0, std=0.1)}
+    t = {"model.embed_tokens.weight": normal(vocab, hidden, std=head_std),
+         "model.norm.weight": normal(hidden, mean=1.0, std=0.1)}
     for i in range(layers):
         p = f"model.layers.{i}."
         t[p + "input_layernorm.weight"] = normal(hidden, mean=1.0, std=0.1)
@@ -116,7 +118,12 @@ def write_snapshot(preset, seed, root=None):
     save_file(t, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(tmp, "config.json"), "w") as f:
         json.dump(hf_config(preset), f, indent=2)
-    os.replace(tmp, path)  # atomic: a concurrent writer's complete copy or ours, never a partial one
+    try:
+        os.rename(tmp, path)  # atomic: a concurrent writer's complete copy or ours, never a partial one
+    except OSError:
+        if not os.path.exists(os.path.join(path, "model.safetensors")):
+            raise
+        shutil.rmtree(tmp)  # another process finished first: the same bytes
     return path
 
 

@@ -44,6 +44,30 @@ def step_gemms(cfg, tokens):
     return out
 
 
+def lora_flops_per_token(cfg, seq, r):
+    """docs/metrics.md's LoRA FLOPs per token with adapters of rank r on all seven projections: forward
+    GEMMs, input gradients of the base (none for layer 0's q, k, v: their input needs no gradient) and of
+    the adapters, the adapters' weight gradients, attention (4·T·d per head forward, twice that backward).
+    lorabench records the same figure (flops_per_token); run_bench.py checks that they agree."""
+    d, inter = cfg["hidden_size"], cfg["intermediate_size"]
+    heads = cfg["num_attention_heads"]
+    hd = cfg.get("head_dim", d // heads)
+    q, kv = heads * hd, cfg["num_key_value_heads"] * hd
+    layers, vocab = cfg["num_hidden_layers"], cfg["vocab_size"]
+    ins = {"q": d, "k": d, "v": d, "o": q, "gate": d, "up": d, "down": inter}
+    outs = {"q": q, "k": kv, "v": kv, "o": d, "gate": inter, "up": inter, "down": d}
+    n_matmul = layers * sum(ins[t] * outs[t] for t in ins) + vocab * d
+    n_lora = layers * r * sum(ins[t] + outs[t] for t in ins)
+    qkv_in = ins["q"] + ins["k"] + ins["v"]
+    forward = 2 * (n_matmul + n_lora)
+    dx_base = 2 * (n_matmul - d * (q + 2 * kv))
+    dx_lora_b = 2 * layers * r * sum(outs.values())
+    dx_lora_a = 2 * ((layers - 1) * r * sum(ins.values()) + r * (sum(ins.values()) - qkv_in))
+    dw_lora = 2 * n_lora
+    attention = 12 * layers * heads * hd * seq
+    return forward + dx_base + dx_lora_b + dx_lora_a + dw_lora + attention
+
+
 def measure(cfg, tokens, dtype, device, rounds, min_sample_s):
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     cases = []
@@ -81,7 +105,7 @@ def main():
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--min-sample-s", type=float, default=0.05)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)

@@ -77,7 +77,8 @@ if [ "${LORABENCH_SKIP_TORCH:-0}" != "1" ]; then
   # torch is named with its pin so that pip never moves it.
   if [ "${LORABENCH_SKIP_PEERS:-0}" != "1" ]; then
     reqs=("$here/bench/requirements-peers.txt")
-    if [ "${LORABENCH_PEERS_GPU:-0}" = "1" ] || { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; }; then
+    gpu_visible() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; }
+    if [ "${LORABENCH_PEERS_GPU:-0}" = "1" ] || gpu_visible; then
       reqs+=("$here/bench/requirements-peers-gpu.txt")
     fi
     missing_peers() {
