@@ -20,7 +20,7 @@ def h5dump_text(v):
 
 def summary(path):
     """Every attribute of a run file's /metrics/summary (one h5dump): numbers as floats, text as str."""
-    p = subprocess.run(["h5dump", "-A", "-g", "/metrics/summary", path], stdout=subprocess.PIPE,
+    p = subprocess.run(["h5dump", "-m", "%.17g", "-A", "-g", "/metrics/summary", path], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         raise SystemExit(f"bench: h5dump cannot read {path}: {p.stderr.strip()}")

@@ -1,34 +1,74 @@
 #!/usr/bin/env python3
-"""lorabench against the PyTorch-eager peer (bench/peer_torch.py), same workloads, same machine, same
-thread count, run back to back and alternating. Prints a Markdown table of median step time, tokens/s,
-their ratio, LoRA-MFU and peak RSS, and the machine's facts (CPU, ISA, libtorch kernels, BLAS).
-Refuses to report when the reference BLAS is loaded (fp32 numbers would be meaningless).
+"""lorabench against the stack its users run instead (bench/peer_hf.py: transformers + peft, eager, under
+torch.compile, DDP, FSDP2, and on GPU with Liger Kernel), on one machine, in one run:
 
-    scripts/bench.sh [--rounds N] [--steps N] [--only NAME ...]   (see docs/performance.md)
+- equal work: every side loads the same snapshot (bench/equal_work.py), trains on lorabench's synthetic
+  tokens with the same sequence length, micro-batch, threads per rank and dtype (bf16), and must report
+  the same step-0 loss within equal_work.LOSS_RTOL; a side that does not is INVALID and the run fails;
+- sides alternate within each round (the order rotates), every figure is the median over rounds of each
+  run's median step;
+- one frame for LoRA-MFU (bench/frame.py), measured before and after the runs; the higher figure is used
+  for every side and the movement between the two is printed;
+- a Markdown table: step time, tokens/s, LoRA-MFU, peak memory (RSS on CPU, CUDA peak allocated on GPU),
+  step-0 loss, lorabench's speedup and memory ratio against each side; the machine's facts.
+
+    scripts/bench.sh [--rounds N] [--steps N] [--only WORKLOAD ...] [--out FILE.md]
+    scripts/bench.sh --quick        # tiny shape, 1 round, lorabench and the eager peer (tests/e2e)
 """
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 
 from benchlib import mpirun, summary
+from equal_work import LOSS_RTOL, hf_config, loss_matches, write_snapshot
+from frame import lora_flops_per_token
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+SEED = 1234  # lorabench's default run.seed: the synthetic tokens of both sides
+LORA_R, LORA_ALPHA = 16, 32  # given to both sides explicitly (inputs/bench.ini has the same)
 
-# name, preset, precision, ranks, lorabench strategy (the peer runs DDP when ranks > 1; it has no FSDP)
-WORKLOADS = [
-    ("0.5b-bf16", "qwen2.5-0.5b", "bf16", 1, "single"),
-    ("0.5b-fp32", "qwen2.5-0.5b", "fp32", 1, "single"),
-    ("small-bf16", "small", "bf16", 1, "single"),
-    ("0.5b-bf16-ddp2", "qwen2.5-0.5b", "bf16", 2, "ddp"),
-    ("0.5b-bf16-fsdp2", "qwen2.5-0.5b", "bf16", 2, "fsdp"),
+
+@dataclass
+class Workload:
+    name: str
+    preset: str
+    ranks: int
+    strategy: str        # lorabench's parallel.strategy
+    peers: list          # peer_hf modes: eager, compile, liger (with --dist when ranks > 1)
+    seq: int = 256
+    batch: int = 1       # micro-batch per rank
+    dist: str = "none"   # peer_hf --dist
+    note: str = ""
+
+
+CPU_WORKLOADS = [
+    Workload("0.5b-bf16", "qwen2.5-0.5b", 1, "single", ["eager", "compile"]),
+    Workload("0.5b-bf16-ddp2", "qwen2.5-0.5b", 2, "ddp", ["eager"], dist="ddp"),
+    Workload("0.5b-bf16-fsdp2", "qwen2.5-0.5b", 2, "fsdp", ["eager"], dist="fsdp2",
+             note="the peer keeps fp32 parameters (FSDP2 shards one dtype per group) and computes in bf16"),
 ]
+GPU_WORKLOADS = [
+    Workload("0.5b-bf16-gpu", "qwen2.5-0.5b", 1, "single", ["eager", "compile", "liger"], seq=2048, batch=8),
+]
+QUICK_WORKLOADS = [Workload("tiny-bf16", "tiny", 1, "single", ["eager"])]
+
+
+@dataclass
+class Run:
+    side: str
+    step_s: float
+    tokens_per_s: float
+    mem_mib: float       # peak RSS (CPU) or CUDA peak allocated (GPU)
+    loss0: float
+    flops_per_step: float = 0.0
+    extra: dict = field(default_factory=dict)
 
 
 def measure_isolated(cmd, env):
@@ -51,52 +91,77 @@ def measure_isolated(cmd, env):
     return r["out"], r["err"], r["rss"]
 
 
-def run_lorabench(args, w, out_dir, tag, env):
-    name, preset, precision, ranks, strategy = w
-    run = f"bench-{name}-{tag}"
-    cmd = mpirun(ranks) + [args.lorabench, os.path.join(ROOT, "inputs", "bench.ini"),
-                           "--set", f"run.output_dir={out_dir}", "--set", f"run.name={run}",
-                           "--set", f"model.preset={preset}", "--set", f"model.dtype={precision}",
-                           "--set", f"parallel.strategy={strategy}", "--set", f"run.steps={args.steps + args.warmup}",
-                           "--set", f"run.warmup_steps={args.warmup}", "--set", "run.quiet=true"]
+def run_lorabench(args, w, snapshot, frame, tag, env):
+    if args.device == "cuda":
+        raise SystemExit("bench: lorabench does not train on CUDA yet (docs/strategies.md); "
+                         "--peers-only runs the peers' GPU table")
+    run = f"{w.name}-{tag}"
+    sets = {"run.output_dir": args.run_dir, "run.name": run, "model.path": snapshot, "model.dtype": "bf16",
+            "parallel.strategy": w.strategy, "run.steps": args.steps + args.warmup, "run.warmup_steps": args.warmup,
+            "run.seed": SEED, "lora.r": LORA_R, "lora.alpha": LORA_ALPHA, "data.seq_len": w.seq, "train.micro_batch": w.batch, "run.quiet": "true",
+            "profile.peak_gflops": frame / 1e9}
+    cmd = mpirun(w.ranks) + [args.lorabench, os.path.join(ROOT, "inputs", "bench.ini")]
+    for k, v in sets.items():
+        cmd += ["--set", f"{k}={v}"]
     _, _, rss = measure_isolated(cmd, env)
-    f = os.path.join(out_dir, run, "run.h5")
-    s = summary(f)
-    med = s["step_time_median_s"]
+    s = summary(os.path.join(args.run_dir, run, "run.h5"))
+    step = s["step_time_median_s"]
     tokens = int(s["global_batch_size"]) * int(s["seq_len"])
-    return {"step_s": med, "tokens_per_s": tokens / med, "rss_mib": rss, "mfu": s["mfu_mean"],
-            "flops_per_step": s["flops_per_step"], "peak": s["peak_flops_per_rank"],
-            "peak_detail": str(s["peak_flops_detail"]), "tensor_peak_mib": s["mem_peak_bytes_max"] / 2**20,
-            "loss_last": s["loss_last"], "file": f}
+    return Run("lorabench", step, tokens / step, rss, s["loss_first"], s["flops_per_step"],
+               {"loss_last": s["loss_last"]})
 
 
-def run_peer(args, w, env):
-    name, preset, precision, ranks, strategy = w
-    base = [sys.executable, args.peer, "--preset", preset, "--precision", precision, "--seq", "256",
-            "--steps", str(args.steps), "--warmup", str(args.warmup), "--threads", "1"]
-    if ranks == 1:
-        out, _, rss = measure_isolated(base, env)
-        return dict(json.loads(out.strip().splitlines()[-1]), rss_mib=rss)
-    port = str(29500 + (os.getpid() % 400))
-    # Both ranks from one helper so the RSS covers them (the larger of the two).
-    script = ("import os,subprocess,sys;"
-              "ps=[subprocess.Popen(sys.argv[1:],env=dict(os.environ,RANK=str(r)),stdout=subprocess.PIPE,text=True)"
-              f" for r in range({ranks})];"
-              "outs=[p.communicate()[0] for p in ps];"
-              "sys.exit(max(p.returncode for p in ps)) if any(p.returncode for p in ps) else print(outs[0])")
-    env2 = dict(env, MASTER_ADDR="127.0.0.1", MASTER_PORT=port, WORLD_SIZE=str(ranks))
-    out, _, rss = measure_isolated([sys.executable, "-c", script] + base, env2)
-    return dict(json.loads(out.strip().splitlines()[-1]), rss_mib=rss)
+def peer_cmd(args, w, mode, snapshot, port):
+    script = [os.path.join(HERE, "peer_hf.py"), "--model", snapshot, "--mode", mode, "--device", args.device,
+              "--seq", str(w.seq), "--batch", str(w.batch), "--steps", str(args.steps), "--warmup", str(args.warmup),
+              "--threads", "1", "--seed", str(SEED + args.fault_peer_seed_offset), "--lora-r", str(LORA_R),
+              "--lora-alpha", str(LORA_ALPHA)]
+    if w.ranks == 1:
+        return [sys.executable] + script
+    return ([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(w.ranks),
+             "--master-addr", "127.0.0.1", "--master-port", str(port)] + script + ["--dist", w.dist])
+
+
+def run_peer(args, w, mode, snapshot, env):
+    port = 29500 + (os.getpid() % 400)
+    out, _, rss = measure_isolated(peer_cmd(args, w, mode, snapshot, port), env)
+    r = json.loads(out.strip().splitlines()[-1])
+    mem = r["cuda_peak_mib"] if args.device == "cuda" else rss
+    return Run(r["peer"], r["step_time_s"], r["tokens_per_s"], mem, r["loss_step0"], extra={"losses": r["losses"]})
+
+
+def calibrate(args, w, snapshot, env):
+    cmd = [sys.executable, os.path.join(HERE, "frame.py"), "--model", snapshot, "--seq", str(w.seq),
+           "--batch", str(w.batch), "--threads", "1", "--device", args.device]
+    if args.quick:
+        cmd += ["--rounds", "3", "--min-sample-s", "0.01"]
+    out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def versions(env):
+    code = ("import importlib.metadata as m, json\n"
+            "v = {}\n"
+            "for p in ('torch', 'transformers', 'peft', 'accelerate', 'liger-kernel', 'triton'):\n"
+            "    try: v[p] = m.version(p)\n"
+            "    except m.PackageNotFoundError: pass\n"
+            "print(json.dumps(v))")
+    return json.loads(subprocess.run([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                                     text=True, check=True).stdout)
 
 
 def machine_facts(args, env):
-    doc = subprocess.run([args.lorabench, "doctor", "--json"], env=env, stdout=subprocess.PIPE, text=True).stdout
-    checks = {c["name"]: c for c in json.loads(doc)["checks"]}
-    blas = checks["blas"]
-    if blas["details"].get("kind") == "reference BLAS":
-        raise SystemExit("bench: REFUSED: the reference BLAS is loaded (" + blas["message"] + ")")
-    cpu = "unknown"
-    flags = []
+    facts = {"versions": versions(env), "cpus": os.cpu_count()}
+    if args.device == "cuda":
+        import torch
+        facts["gpu"] = torch.cuda.get_device_name(0)
+    if not args.peers_only:
+        doc = subprocess.run([args.lorabench, "doctor", "--json"], env=env, stdout=subprocess.PIPE, text=True).stdout
+        blas = {c["name"]: c for c in json.loads(doc)["checks"]}["blas"]
+        if blas["details"].get("kind") == "reference BLAS":
+            raise SystemExit("bench: REFUSED: the reference BLAS is loaded (" + blas["message"] + ")")
+        facts["blas"] = blas["message"]
+    cpu, flags = "unknown", []
     with open("/proc/cpuinfo") as f:
         for line in f:
             if line.startswith("model name") and cpu == "unknown":
@@ -105,74 +170,175 @@ def machine_facts(args, env):
                 flags = [x for x in line.split(":", 1)[1].split() if x.startswith(("avx", "amx")) or x == "fma"]
     torch_cfg = subprocess.run([sys.executable, "-c", "import torch;print(torch.__config__.show())"],
                                env=env, stdout=subprocess.PIPE, text=True).stdout
-    capability = [l.strip() for l in torch_cfg.splitlines() if "CPU capability" in l or "MKL-DNN" in l]
-    return {"cpu": cpu, "cpus": os.cpu_count(), "isa": " ".join(flags), "blas": blas["message"],
-            "torch_kernels": "; ".join(capability), "aten_cpu_capability": env.get("ATEN_CPU_CAPABILITY", "default")}
+    facts.update(cpu=cpu, isa=" ".join(flags),
+                 torch_kernels="; ".join(l.strip() for l in torch_cfg.splitlines()
+                                         if "CPU capability" in l or "MKL-DNN" in l),
+                 load_before=os.getloadavg())
+    return facts
+
+
+def check_equal_work(w, ours, run):
+    """Fails the benchmark loudly when a side's step-0 loss differs from lorabench's."""
+    if not loss_matches(ours, run.loss0):
+        raise SystemExit(f"bench: INVALID: {w.name}: {run.side} step-0 loss {run.loss0:.6f} != lorabench's "
+                         f"{ours:.6f} (relative {abs(run.loss0 - ours) / abs(ours):.2e} > {LOSS_RTOL:g}): "
+                         "the sides do not compute the same thing")
+
+
+def frame_key(w):
+    return (w.preset, w.seq, w.batch)
+
+
+def bench_workload(args, w, env, frames):
+    snapshot = write_snapshot(w.preset, SEED)
+    frame = frames[frame_key(w)][0]["frame_flops_per_s"]
+    sides = ([] if args.peers_only else ["lorabench"]) + w.peers
+    runs = {s: [] for s in sides}
+    ref_loss = None  # the first side of round 0 (lorabench unless --peers-only) sets the reference
+    for r in range(args.rounds):
+        order = sides[r % len(sides):] + sides[:r % len(sides)]  # rotate: no side always goes first
+        for side in order:
+            t0 = time.time()
+            if side == "lorabench":
+                run = run_lorabench(args, w, snapshot, frame, f"r{r}", env)
+            else:
+                run = run_peer(args, w, side, snapshot, env)
+            runs[side].append(run)
+            print(f"  {w.name} round {r} {run.side}: {run.step_s:.3f} s/step, step-0 loss {run.loss0:.6f}, "
+                  f"{time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+            ref_loss = run.loss0 if ref_loss is None else ref_loss
+            check_equal_work(w, ref_loss, run)
+    return runs
+
+
+def step_flops(w, runs):
+    """The global step's LoRA FLOPs (docs/metrics.md), the same for every side; lorabench's own record of
+    them must agree, or the MFU column would mean two things."""
+    flops = lora_flops_per_token(hf_config(w.preset), w.seq, LORA_R) * w.seq * w.batch * w.ranks
+    for run in runs.get("lorabench", []):
+        if abs(run.flops_per_step - flops) > 1e-9 * flops:
+            raise SystemExit(f"bench: {w.name}: lorabench counts {run.flops_per_step:.6g} FLOPs per step, "
+                             f"frame.lora_flops_per_token {flops:.6g}: the two formulas disagree")
+    return flops
+
+
+def med(xs):
+    return statistics.median(xs)
+
+
+def render(args, facts, results, frames):
+    lines = []
+    add = lines.append
+    v = facts["versions"]
+    add(f"machine: {facts['cpu']}, {facts['cpus']} CPUs, ISA: {facts['isa']}"
+        + (f"; GPU: {facts['gpu']}" if "gpu" in facts else ""))
+    add(f"libtorch: {facts['torch_kernels']}")
+    if "blas" in facts:
+        add(f"BLAS: {facts['blas']}")
+    add("versions: " + ", ".join(f"{k} {x}" for k, x in v.items()))
+    add(f"load average before: {', '.join(f'{x:.2f}' for x in facts['load_before'])}; "
+        f"after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    add(f"{args.steps} measured steps after {args.warmup} warm-up per run, {args.rounds} rotating rounds, medians; "
+        f"bf16, LoRA r{LORA_R} alpha {LORA_ALPHA} on q,k,v,o,gate,up,down, AdamW lr 1e-4, 1 thread per rank, "
+        f"synthetic tokens (seed {SEED}); step-0 losses equal within {LOSS_RTOL:g} relative (checked: VALID)")
+    add("")
+    mem_name = "CUDA peak allocated (MiB)" if args.device == "cuda" else "peak RSS (MiB)"
+    add(f"| workload | side | ranks | step (s) | tokens/s | LoRA-MFU | {mem_name} | step-0 loss | "
+        f"lorabench speedup | lorabench memory / side |")
+    add("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for w, runs in results:
+        frame = max(f["frame_flops_per_s"] for f in frames[frame_key(w)])
+        flops = step_flops(w, runs)
+        ours = runs.get("lorabench")
+        for side, rs in runs.items():
+            step, tok = med([x.step_s for x in rs]), med([x.tokens_per_s for x in rs])
+            mem = med([x.mem_mib for x in rs])
+            mfu = f"{100 * flops / step / (frame * w.ranks):.1f}%"
+            ratio = mem_ratio = ""
+            if ours and side != "lorabench":
+                ratio = f"{med([x.tokens_per_s for x in ours]) / tok:.2f}x"
+                mem_ratio = f"{med([x.mem_mib for x in ours]) / mem:.2f}"
+            name = "lorabench " + w.strategy if side == "lorabench" else rs[0].side
+            add(f"| {w.name} | {name} | {w.ranks} | {step:.3f} | {tok:.1f} | {mfu} | {mem:.0f} | "
+                f"{rs[0].loss0:.5f} | {ratio} | {mem_ratio} |")
+    add("")
+    for (preset, seq, batch), fr in frames.items():
+        fs = [f["frame_flops_per_s"] for f in fr]
+        add(f"- LoRA-MFU frame for {preset}, seq {seq}, micro-batch {batch}: {max(fs) / 1e9:.1f} GFLOP/s per rank, "
+            f"the same figure for every side; measured {', '.join(f'{x / 1e9:.1f}' for x in fs)} before the first "
+            f"and after the last run (movement {100 * (max(fs) - min(fs)) / max(fs):.1f}%): {fr[0]['how']}")
+    add("- LoRA-MFU = the LoRA FLOPs per step of docs/metrics.md (lorabench's record of them checked) / step time "
+        "/ (frame x ranks), the same FLOPs for every side")
+    for w, _ in results:
+        if w.note:
+            add(f"- {w.name}: {w.note}")
+    names = {w.name: runs for w, runs in results}
+    for multi, single in (("0.5b-bf16-ddp2", "0.5b-bf16"),):
+        if multi in names and single in names:
+            for side_m, side_s in (("lorabench", "lorabench"), ("eager", "eager")):
+                if side_m in names[multi] and side_s in names[single]:
+                    eff = (med([x.tokens_per_s for x in names[multi][side_m]])
+                           / (2 * med([x.tokens_per_s for x in names[single][side_s]])))
+                    add(f"- DDP scaling on 2 ranks, {names[multi][side_m][0].side}: {100 * eff:.1f}%")
+    if args.device == "cpu":
+        add("- peak RSS: the largest resident set of any one process of the run (ru_maxrss of the waited-for "
+            "children), the same way for every side; it includes the mapped snapshot pages while loading")
+    return "\n".join(lines)
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lorabench", default=os.path.join(ROOT, "build", "src", "app", "lorabench"))
-    ap.add_argument("--peer", default=os.path.join(ROOT, "bench", "peer_torch.py"))
-    ap.add_argument("--rounds", type=int, default=2, help="alternating rounds per workload")
+    ap.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                    help="auto: cuda when torch sees a GPU (the GPU table), else cpu")
+    ap.add_argument("--rounds", type=int, default=3, help="rotating rounds per workload")
     ap.add_argument("--steps", type=int, default=5, help="measured steps per run")
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=2, help="warm-up steps per run (torch.compile compiles here)")
     ap.add_argument("--only", nargs="*", default=None, help="workload names")
+    ap.add_argument("--quick", action="store_true",
+                    help="tiny shape, 1 round, 2 steps: lorabench and the eager peer (the equal-work test)")
+    ap.add_argument("--peers-only", action="store_true", help="no lorabench (its CUDA training does not exist yet)")
+    ap.add_argument("--out", default=None, help="also write the Markdown table here")
     ap.add_argument("--json", default=None, help="also write the raw results here")
+    ap.add_argument("--fault-peer-seed-offset", type=int, default=0,
+                    help="for the equal-work test: the peers draw another seed's tokens, which must fail the check")
     args = ap.parse_args()
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    if args.device == "auto":
+        import torch
+        args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if args.quick:
+        args.rounds, args.steps, args.warmup = 1, 2, 1
+    workloads = QUICK_WORKLOADS if args.quick else (GPU_WORKLOADS if args.device == "cuda" else CPU_WORKLOADS)
+    if args.only:
+        unknown = set(args.only) - {w.name for w in workloads}
+        if unknown:
+            raise SystemExit(f"bench: unknown workload(s) {sorted(unknown)} for {args.device} "
+                             f"(known: {[w.name for w in workloads]})")
+        workloads = [w for w in workloads if w.name in args.only]
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore::FutureWarning")
     facts = machine_facts(args, env)
-    out_dir = tempfile.mkdtemp(prefix="lorabench-bench-")
-    results = {}
-    for w in WORKLOADS:
-        if args.only and w[0] not in args.only:
-            continue
-        ours, peers = [], []
-        for r in range(args.rounds):
-            # Alternate which goes first, so neither always runs on a warmer or quieter machine.
-            order = ["ours", "peer"] if r % 2 == 0 else ["peer", "ours"]
-            for who in order:
-                t0 = time.time()
-                if who == "ours":
-                    ours.append(run_lorabench(args, w, out_dir, f"r{r}", env))
-                elif w[4] in ("single", "ddp"):
-                    peers.append(run_peer(args, w, env))
-                print(f"  {w[0]} round {r} {who}: {time.time() - t0:.0f} s", file=sys.stderr)
-        results[w[0]] = {"ours": ours, "peer": peers, "workload": w}
+    args.run_dir = tempfile.mkdtemp(prefix="lorabench-bench-")
+    # One frame per shape and token count, measured before the first run and after the last.
+    frames = {}
+    for w in workloads:
+        if frame_key(w) not in frames:
+            frames[frame_key(w)] = [calibrate(args, w, write_snapshot(w.preset, SEED), env)]
+    results = [(w, bench_workload(args, w, env, frames)) for w in workloads]
+    for w in workloads:
+        if len(frames[frame_key(w)]) == 1:
+            frames[frame_key(w)].append(calibrate(args, w, write_snapshot(w.preset, SEED), env))
+    text = render(args, facts, results, frames)
+    print(text)
+    print(f"\nrun files: {args.run_dir}")
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": facts, "results": results}, f, indent=1)
-
-    med = statistics.median
-    print(f"machine: {facts['cpu']}, {facts['cpus']} CPUs, ISA: {facts['isa']}")
-    print(f"libtorch: {facts['torch_kernels']}; ATEN_CPU_CAPABILITY={facts['aten_cpu_capability']}")
-    print(f"BLAS: {facts['blas']}")
-    print(f"threads: 1 per rank; seq 256, micro-batch 1, LoRA r16 alpha 32 on q,k,v,o,gate,up,down; "
-          f"{args.steps} measured steps after {args.warmup} warm-up, {args.rounds} alternating rounds, medians")
-    print()
-    print("| workload | lorabench step (s) | lorabench tokens/s | peer step (s) | peer tokens/s | speedup | "
-          "LoRA-MFU lorabench | LoRA-MFU peer | peak RSS lorabench (MiB) | peak RSS peer (MiB) | RSS ratio |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for name, r in results.items():
-        o = r["ours"]
-        s_o = med([x["step_s"] for x in o])
-        t_o = med([x["tokens_per_s"] for x in o])
-        rss_o = med([x["rss_mib"] for x in o])
-        mfu_o = med([x["mfu"] for x in o])
-        ranks = r["workload"][3]
-        if r["peer"]:
-            s_p = med([x["step_time_s"] for x in r["peer"]])
-            t_p = med([x["tokens_per_s"] for x in r["peer"]])
-            rss_p = med([x["rss_mib"] for x in r["peer"]])
-            # The peer's MFU with lorabench's formula and lorabench's measured peak (same machine, dtype).
-            mfu_p = o[0]["flops_per_step"] / s_p / (o[0]["peak"] * ranks)
-            print(f"| {name} | {s_o:.3f} | {t_o:.1f} | {s_p:.3f} | {t_p:.1f} | {t_o / t_p:.2f}x | {100 * mfu_o:.1f}% | "
-                  f"{100 * mfu_p:.1f}% | {rss_o:.0f} | {rss_p:.0f} | {rss_o / rss_p:.2f} |")
-        else:
-            print(f"| {name} | {s_o:.3f} | {t_o:.1f} | (no peer) | | | {100 * mfu_o:.1f}% | | {rss_o:.0f} | | |")
-    print()
-    print(f"peak FLOP/s per rank used for MFU: {results[next(iter(results))]['ours'][0]['peak_detail']}")
-    print(f"run files: {out_dir}")
+            json.dump({"machine": facts, "frames": {"/".join(map(str, k)): v for k, v in frames.items()}, "results": [
+                {"workload": w.__dict__, "runs": {s: [r.__dict__ for r in rs] for s, rs in runs.items()}}
+                for w, runs in results]}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# lorabench against the PyTorch-eager peer on the same workloads, alternating (docs/performance.md).
-#   scripts/bench.sh                      # all workloads, 2 rounds
-#   scripts/bench.sh --only 0.5b-bf16 --rounds 3
-# The peer runs on the torch of the venv lorabench is built against (scripts/install-deps.sh installs it),
-# so both sides use the same PyTorch release.
+# lorabench against transformers + peft (eager, torch.compile, DDP, FSDP2; Liger Kernel on GPU), the same
+# workload from the same weights and tokens, alternating, one Markdown table (docs/performance.md).
+#   scripts/bench.sh                                  # every workload of this device, 3 rounds
+#   scripts/bench.sh --only 0.5b-bf16 --rounds 5 --out bench.md
+#   scripts/bench.sh --quick                          # tiny shape, 1 round (what tests/e2e runs)
+# On a machine where torch sees a GPU the GPU table runs instead (--device cpu forces the CPU one).
+# The peers run on the venv lorabench is built against (scripts/install-deps.sh installs torch and the
+# pinned peers into it), so both sides use the same PyTorch release.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export LORABENCH_BUILD_DIR="${LORABENCH_BUILD_DIR:-$here/build}"

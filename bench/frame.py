@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""The frame LoRA-MFU is measured against (bench/run_bench.py): the rate at which this machine's GEMM path
+runs the GEMMs of the model's own training step, at their best.
+
+The path is ATen's (oneDNN for bf16 on CPU, cuBLAS on GPU): the same libtorch lorabench is built
+against and the peers run on. The shapes are the step's large GEMMs at its token count T = micro-batch x
+seq: per decoder layer the packed q|k|v, o, packed gate|up and down projections, each as the forward
+x @ W^T and as the input-gradient dY @ W; the LM head as vocabulary chunks of 16384 columns (logits
+h @ E_c^T and the accumulation p @ E_c). Each shape is timed in samples of at least --min-sample-s,
+interleaved with the other shapes for --rounds rounds; a shape's time is the best of its samples (noise
+only ever slows a GEMM down). The frame is the step's GEMM FLOPs over the sum of the shapes' best times
+weighted by how often the step runs them: a FLOP-weighted harmonic mean of the best rates, i.e. the
+speed of a step that would be nothing but its GEMMs, each at its best.
+
+    python bench/frame.py --model DIR [--seq 256] [--batch 1] [--threads 1] [--device cpu]
+
+Prints one JSON line: frame_flops_per_s, the per-shape best rates, and how the figure was taken.
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+
+HEAD_CHUNK = 16384  # lorabench's vocabulary chunk (docs/model.md)
+
+
+def step_gemms(cfg, tokens):
+    """(name, M, K, N, transposed_b, count per step) of the step's large GEMMs: a (M, K) @ b (K, N)."""
+    d, inter = cfg["hidden_size"], cfg["intermediate_size"]
+    hd = cfg.get("head_dim", d // cfg["num_attention_heads"])
+    q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
+    layers, vocab = cfg["num_hidden_layers"], cfg["vocab_size"]
+    out = []
+    for name, rows, cols in (("qkv", q + 2 * kv, d), ("o", d, q), ("gate_up", 2 * inter, d), ("down", d, inter)):
+        out.append((f"{name} fwd", tokens, cols, rows, True, layers))   # x (T, in) @ W^T
+        out.append((f"{name} dgrad", tokens, rows, cols, False, layers))  # dY (T, out) @ W
+    chunks, last = divmod(vocab, HEAD_CHUNK)
+    for n, count in ((HEAD_CHUNK, chunks), (last, 1 if last else 0)):
+        if count:
+            out.append((f"head {n} logits", tokens, d, n, True, count))
+            out.append((f"head {n} accumulate", tokens, n, d, False, count))
+    return out
+
+
+def lora_flops_per_token(cfg, seq, r):
+    """docs/metrics.md's LoRA FLOPs per token with adapters of rank r on all seven projections: forward
+    GEMMs, input gradients of the base (none for layer 0's q, k, v: their input needs no gradient) and of
+    the adapters, the adapters' weight gradients, attention (4·T·d per head forward, twice that backward).
+    lorabench records the same figure (flops_per_token); run_bench.py checks that they agree."""
+    d, inter = cfg["hidden_size"], cfg["intermediate_size"]
+    heads = cfg["num_attention_heads"]
+    hd = cfg.get("head_dim", d // heads)
+    q, kv = heads * hd, cfg["num_key_value_heads"] * hd
+    layers, vocab = cfg["num_hidden_layers"], cfg["vocab_size"]
+    ins = {"q": d, "k": d, "v": d, "o": q, "gate": d, "up": d, "down": inter}
+    outs = {"q": q, "k": kv, "v": kv, "o": d, "gate": inter, "up": inter, "down": d}
+    n_matmul = layers * sum(ins[t] * outs[t] for t in ins) + vocab * d
+    n_lora = layers * r * sum(ins[t] + outs[t] for t in ins)
+    qkv_in = ins["q"] + ins["k"] + ins["v"]
+    forward = 2 * (n_matmul + n_lora)
+    dx_base = 2 * (n_matmul - d * (q + 2 * kv))
+    dx_lora_b = 2 * layers * r * sum(outs.values())
+    dx_lora_a = 2 * ((layers - 1) * r * sum(ins.values()) + r * (sum(ins.values()) - qkv_in))
+    dw_lora = 2 * n_lora
+    attention = 12 * layers * heads * hd * seq
+    return forward + dx_base + dx_lora_b + dx_lora_a + dw_lora + attention
+
+
+def measure(cfg, tokens, dtype, device, rounds, min_sample_s):
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    cases = []
+    for name, m, k, n, trans, count in step_gemms(cfg, tokens):
+        a = torch.randn(m, k, device=device).to(dtype)
+        b = torch.randn(n, k, device=device).to(dtype).t() if trans else torch.randn(k, n, device=device).to(dtype)
+        c = torch.empty(m, n, device=device, dtype=dtype)
+        torch.mm(a, b, out=c)  # warm-up: kernel selection, first touch
+        sync()
+        t0 = time.perf_counter()
+        torch.mm(a, b, out=c)
+        sync()
+        reps = max(1, int(min_sample_s / max(time.perf_counter() - t0, 1e-6)))
+        cases.append({"name": name, "mkn": [m, k, n], "count": count, "reps": reps, "best_s": float("inf"),
+                      "a": a, "b": b, "c": c})
+    for _ in range(rounds):
+        for x in cases:
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(x["reps"]):
+                torch.mm(x["a"], x["b"], out=x["c"])
+            sync()
+            x["best_s"] = min(x["best_s"], (time.perf_counter() - t0) / x["reps"])
+    flops = sum(2.0 * x["mkn"][0] * x["mkn"][1] * x["mkn"][2] * x["count"] for x in cases)
+    seconds = sum(x["best_s"] * x["count"] for x in cases)
+    shapes = [{"name": x["name"], "mkn": x["mkn"], "count": x["count"],
+               "best_gflops": 2e-9 * x["mkn"][0] * x["mkn"][1] * x["mkn"][2] / x["best_s"]} for x in cases]
+    return flops / seconds, shapes
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", required=True, help="snapshot directory (its config.json gives the shapes)")
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--min-sample-s", type=float, default=0.05)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.device == "cpu" and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # like mpirun --bind-to core, rank 0
+    with open(os.path.join(args.model, "config.json")) as f:
+        cfg = json.load(f)
+    tokens = args.seq * args.batch
+    t0 = time.time()
+    rate, shapes = measure(cfg, tokens, torch.bfloat16, torch.device(args.device), args.rounds, args.min_sample_s)
+    how = (f"bf16 GEMMs of the step's shapes (T={tokens}) via ATen, FLOP-weighted best of {args.rounds} "
+           f"interleaved rounds of >= {args.min_sample_s:g} s samples, {args.threads} thread(s), {args.device}")
+    print(json.dumps({"frame_flops_per_s": rate, "how": how, "shapes": shapes,
+                      "seconds": time.time() - t0}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
