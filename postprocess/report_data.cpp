@@ -102,6 +102,7 @@ RunRecord load_run(const std::string& path, const std::string& display) {
   if (r.is_train()) {
     if (h5::exists(f, schema::kSteps)) {
       r.steps = reader.steps();
+      r.eval = reader.eval();
     } else if (done) {
       missing(display, "no /metrics/steps table");
     }

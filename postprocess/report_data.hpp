@@ -35,6 +35,7 @@ struct RunRecord {
 
   // kind = train
   Columns steps;  // /metrics/steps (may be empty when the run failed before its first flush)
+  Columns eval;   // /metrics/eval: held-out evaluations (train.eval_every); empty when none
   bool has_counters = false;
   CounterTable counters;
 

@@ -219,6 +219,35 @@ void section_runs(std::ostringstream& o, const Analysis& a) {
   o << " MFU = model FLOPs / (step time x world x peak FLOP/s per rank).\n\n";
 }
 
+// Held-out loss per evaluation (train.eval_every), one row per run that evaluated.
+void section_eval(std::ostringstream& o, const Analysis& a) {
+  Table t({"run", "strategy", "world", "evaluations (after step: loss / perplexity)", "held-out samples",
+           "tokens", "last eval loss", "last train loss"});
+  for (const auto& r : a.train) {
+    const RunRecord& run = *r.run;
+    auto it = run.eval.find("loss");
+    if (it == run.eval.end() || it->second.empty()) continue;
+    const auto& loss = it->second;
+    const auto& step = run.eval.at("step");
+    const auto& ppl = run.eval.at("perplexity");
+    const auto& trial = run.eval.at("trial");
+    std::string cells;
+    for (size_t i = 0; i < loss.size(); ++i) {
+      if (trial[i] != trial.back()) continue;  // the last trial's evaluations
+      if (!cells.empty()) cells += ", ";
+      cells += strformat("%.0f: %.4f / %.4g", step[i], loss[i], ppl[i]);
+    }
+    t.add({run.name, or_na(r.strategy), intish(r.world), cells, intish(run.eval.at("samples").back()),
+           intish(run.eval.at("tokens").back()), strformat("%.4f", loss.back()),
+           known(r.loss_last) ? strformat("%.4f", r.loss_last) : kNA});
+  }
+  if (t.empty()) return;
+  o << "## Held-out evaluation\n\n" << t.str() << "\n";
+  o << "Mean token loss over the held-out set (`data.eval_path`, `data.eval_fraction` or, for synthetic data, a "
+       "token stream the training never draws from), forward only, every `train.eval_every` steps and after the "
+       "last; perplexity = exp(loss). From `/metrics/eval`.\n\n";
+}
+
 void section_scaling(std::ostringstream& o, const Analysis& a) {
   o << "## Scaling\n\n";
   o << "speedup = tokens/s(N ranks) / tokens/s(the one-rank run of the same configuration); efficiency = "
@@ -509,6 +538,7 @@ std::string render_markdown(const std::vector<RunRecord>& runs, const Analysis& 
   section_provenance(o, a);
   section_configs(o, a);
   section_runs(o, a);
+  section_eval(o, a);
   section_scaling(o, a);
   section_memory(o, a);
   section_phases(o, a);

@@ -233,7 +233,7 @@ int comm_main(MpiSession& mpi, int argc, char** argv) {
     if (rank == 0) name = first_free_run_name("outputs", strformat("comm-%s-n%d", backend.c_str(), mpi.size()));
     opt.name = train::broadcast_string(mpi.world(), name);
   } else if (opt.name.empty()) {
-    opt.name = std::filesystem::path(opt.output).stem().string();
+    opt.name = "comm";  // -o names the file; the run keeps the generic name
   }
   const std::string path = opt.output.empty() ? "outputs/" + opt.name + "/run.h5" : opt.output;
 

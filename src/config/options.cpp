@@ -212,6 +212,13 @@ std::vector<OptionSpec> build_table() {
   t.push_back(bool_opt("data.shuffle", &RC::data, &DataSection::shuffle, true, "reshuffle the order every epoch"));
   t.push_back(enum_opt("data.on_bad_record", &RC::data, &DataSection::on_bad_record, {"error", "skip"}, "error",
                        "a malformed record stops the run (error) or is skipped and counted (skip)"));
+  t.push_back(string_opt("data.eval_path", &RC::data, &DataSection::eval_path, "",
+                         "held-out dataset for train.eval_every (same format as data.path)"));
+  t.push_back(float_opt("data.eval_fraction", &RC::data, &DataSection::eval_fraction, "0", 0, 0.5, false,
+                        "hold out the last fraction of data.path's records for evaluation instead of data.eval_path"));
+  t.push_back(int_opt("data.eval_samples", &RC::data, &DataSection::eval_samples, 0, 0, 1 << 30,
+                      "samples per evaluation; 0 = the whole held-out set (synthetic data: required, a held-out "
+                      "stream of random tokens)"));
 
   // [train]
   t.push_back(int_opt("train.micro_batch", &RC::train, &TrainSection::micro_batch, 1, 1, 1 << 20,
@@ -240,6 +247,8 @@ std::vector<OptionSpec> build_table() {
                         "clip the global gradient norm to this value; 0 = off"));
   t.push_back(enum_opt("train.on_nonfinite", &RC::train, &TrainSection::on_nonfinite, {"stop", "skip"}, "stop",
                        "a NaN/Inf loss or gradient norm stops every rank, or skips the update on every rank"));
+  t.push_back(int_opt("train.eval_every", &RC::train, &TrainSection::eval_every, 0, 0, imax,
+                      "held-out loss and perplexity every N optimizer steps and after the last (0 = never)"));
 
   // [parallel]
   t.push_back(enum_opt("parallel.strategy", &RC::parallel, &ParallelSection::strategy,
@@ -485,6 +494,22 @@ void validate_run_config(const RunConfig& c, const ValidationContext& ctx) {
     add("run.warmup_steps", "must be smaller than run.steps (" + std::to_string(c.run.steps) +
                                 ") so at least one step is measured");
   if (c.train.min_lr > c.train.lr) add("train.min_lr", "is larger than train.lr");
+  const bool synthetic = c.data.format == "synthetic";
+  const bool held_out = !c.data.eval_path.empty() || c.data.eval_fraction > 0 || c.data.eval_samples > 0;
+  if (c.train.eval_every > 0) {
+    if (synthetic && c.data.eval_samples == 0)
+      add("data.eval_samples", "train.eval_every with synthetic data needs data.eval_samples > 0");
+    if (synthetic && (!c.data.eval_path.empty() || c.data.eval_fraction > 0))
+      add("data.eval_path", "synthetic data evaluates on a held-out token stream: unset data.eval_path and "
+                            "data.eval_fraction");
+    if (!synthetic && c.data.eval_path.empty() && c.data.eval_fraction == 0)
+      add("train.eval_every", "needs a held-out set: data.eval_path or data.eval_fraction");
+    if (!c.data.eval_path.empty() && c.data.eval_fraction > 0)
+      add("data.eval_fraction", "and data.eval_path are both set (choose one held-out set)");
+  } else if (held_out) {
+    add("train.eval_every", "is 0 but a held-out set is configured (data.eval_path, eval_fraction or eval_samples): "
+                            "set train.eval_every");
+  }
   if (!c.lora.enabled && !c.lora.init_from.empty())
     add("lora.init_from", "is set but lora.enabled = false trains no adapter");
   if (c.data.format == "synthetic" && !c.data.path.empty())

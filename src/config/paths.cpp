@@ -69,6 +69,7 @@ std::vector<std::string> input_path_problems(const RunConfig& cfg) {
     if (!what.empty()) problems.push_back(describe_path(key, value) + ": " + what);
   };
   if (cfg.data.format != "synthetic") check("data.path", cfg.data.path, false);
+  if (cfg.data.format != "synthetic") check("data.eval_path", cfg.data.eval_path, false);
   check("data.tokenizer", cfg.data.tokenizer, false);
   check("lora.init_from", cfg.lora.init_from, true);
   if (!cfg.lora.init_from.empty() && fs::is_directory(cfg.lora.init_from) &&

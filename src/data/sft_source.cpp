@@ -1,6 +1,7 @@
 #include "lorabench/data/sft_source.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -43,6 +44,18 @@ class SftSource final : public BatchSource {
     skipped_ = recs.skipped;
     problems_ = recs.problems;
     for (const auto& p : problems_) log::info("data: skipped bad record " + p);
+    if (spec.holdout_fraction > 0) {
+      const int64_t n = int64_t(recs.records.size());
+      const int64_t k = std::max<int64_t>(1, std::llround(double(n) * spec.holdout_fraction));
+      if (k >= n)
+        throw IoError(strformat("%s: data.eval_fraction = %g holds out %lld of its %lld records and leaves none to train on",
+                                spec.path.c_str(), spec.holdout_fraction, (long long)k, (long long)n));
+      if (spec.held_out_part) {
+        recs.records.erase(recs.records.begin(), recs.records.end() - k);
+      } else {
+        recs.records.resize(size_t(n - k));
+      }
+    }
     examples_ = int64_t(recs.records.size());
 
     const size_t seq = size_t(spec.seq_len);
@@ -158,6 +171,7 @@ SftSpec sft_spec_from_config(const RunConfig& cfg, int world_size) {
   s.seq_len = cfg.data.seq_len;
   s.pack = cfg.data.pack;
   s.shuffle = cfg.data.shuffle;
+  s.holdout_fraction = cfg.data.eval_fraction;
   s.on_bad_record = parse_bad_record_policy(cfg.data.on_bad_record);
   s.seed = cfg.run.seed;
   s.micro_batch = cfg.train.micro_batch;

@@ -1,5 +1,7 @@
 #include "lorabench/io/run_file.hpp"
 
+#include <cmath>
+
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/strings.hpp"
 #include "lorabench/core/sysinfo.hpp"
@@ -75,6 +77,14 @@ void RunFileWriter::append_counters(const std::vector<double>& rows) {
   counters_.append(rows, rows.size() / counters_.columns());
 }
 
+void RunFileWriter::append_eval(int trial, int64_t step, double loss, int64_t tokens, int64_t samples, double seconds) {
+  if (eval_.columns() == 0)
+    eval_ = h5::Table::create(file_, schema::kEval,
+                              {{"trial", true}, {"step", true}, {"loss", false}, {"perplexity", false},
+                               {"tokens", true}, {"samples", true}, {"seconds", false}});
+  eval_.append({double(trial), double(step), loss, std::exp(loss), double(tokens), double(samples), seconds}, 1);
+}
+
 void RunFileWriter::write_summary(const std::string& name, double value) { h5::write_attr(summary_, name, value); }
 void RunFileWriter::write_summary(const std::string& name, const std::string& value) {
   h5::write_attr(summary_, name, value);
@@ -137,6 +147,10 @@ std::map<std::string, std::string> RunFileReader::summary() const {
 }
 std::map<std::string, std::vector<double>> RunFileReader::steps() const { return h5::read_table(file_, schema::kSteps); }
 std::map<std::string, std::vector<double>> RunFileReader::ranks() const { return h5::read_table(file_, schema::kRanks); }
+std::map<std::string, std::vector<double>> RunFileReader::eval() const {
+  if (!h5::exists(file_, schema::kEval)) return {};
+  return h5::read_table(file_, schema::kEval);
+}
 std::vector<std::string> RunFileReader::rank_hosts() const { return h5::read_strings(file_, schema::kRankHosts); }
 
 std::vector<ValidationCheck> RunFileReader::validation() const {

@@ -56,7 +56,11 @@ void UnitProvider::embed_backward(const ModelLayout& m, const at::Tensor& ids, c
   embedding_of(m, grad(0)).index_add_(0, ids, dx.to(at::kFloat));
 }
 
-MicroResult forward_backward(const ModelLayout& m, UnitProvider& p, const MicroBatch& mb, const StepOptions& opt) {
+namespace {
+
+// One micro-batch: the forward pass, and the backward pass when `train` (else no activations are kept and
+// nothing is accumulated: evaluation).
+MicroResult run_micro(const ModelLayout& m, UnitProvider& p, const MicroBatch& mb, const StepOptions& opt, bool train) {
   const int64_t B = mb.ids.size(0), T = mb.ids.size(1), N = B * T;
   const int L = static_cast<int>(m.shape.layers);
   const int kEmbed = 0, kFinal = m.final_unit(), kHead = m.head_unit();
@@ -91,7 +95,7 @@ MicroResult forward_backward(const ModelLayout& m, UnitProvider& p, const MicroB
     t0 = sys::now_s();
     ctx.layer = l;
     LayerWeights w = bind_layer_weights(m, m.units[u], p.compute(u, Pass::kForward), p.trainable(u, Pass::kForward));
-    x = layer_forward(ctx, w, x, &caches[l], opt.activation_checkpointing);
+    x = layer_forward(ctx, w, x, train ? &caches[l] : nullptr, opt.activation_checkpointing);
     w = LayerWeights();
     p.release(u, Pass::kForward);
     note(u, Pass::kForward, t0);
@@ -107,6 +111,11 @@ MicroResult forward_backward(const ModelLayout& m, UnitProvider& p, const MicroB
   res.counted = hl.counted;
   res.forward_s = fwd.compute_s();
   pass_edge(Pass::kForward, false);
+  if (!train) {
+    norm_w = at::Tensor();
+    p.release(kFinal, Pass::kForward);
+    return res;
+  }
 
   // ---- backward ----
   pass_edge(Pass::kBackward, true);
@@ -142,6 +151,19 @@ MicroResult forward_backward(const ModelLayout& m, UnitProvider& p, const MicroB
   res.backward_s = bwd.compute_s();
   pass_edge(Pass::kBackward, false);
   return res;
+}
+
+}  // namespace
+
+MicroResult forward_backward(const ModelLayout& m, UnitProvider& p, const MicroBatch& mb, const StepOptions& opt) {
+  return run_micro(m, p, mb, opt, true);
+}
+
+MicroResult forward_loss(const ModelLayout& m, UnitProvider& p, const MicroBatch& mb, const StepOptions& opt) {
+  MicroBatch eval = mb;
+  eval.grad_scale = 0;
+  eval.dropout = false;
+  return run_micro(m, p, eval, opt, false);
 }
 
 at::Tensor forward_logits(const ModelLayout& m, UnitProvider& p, const at::Tensor& ids,

@@ -211,6 +211,7 @@ Fingerprint training_fingerprint(const RunConfig& c, int world_size) {
     f.emplace_back("data.pack", c.data.pack ? "true" : "false");
     f.emplace_back("data.shuffle", c.data.shuffle ? "true" : "false");
     f.emplace_back("data.on_bad_record", c.data.on_bad_record);
+    if (c.data.eval_fraction > 0) f.emplace_back("data.eval_fraction", fmt(c.data.eval_fraction));  // the training part
   }
   f.emplace_back("data.seq_len", std::to_string(c.data.seq_len));
   f.emplace_back("run.seed", std::to_string(c.run.seed));

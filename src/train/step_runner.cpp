@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -102,6 +103,39 @@ class IssueHook {
 };
 
 }  // namespace
+
+EvalResult evaluate(const model::ModelLayout& m, strategy::TrainingStrategy& s, data::BatchSource& eval,
+                    int64_t samples, int micro_batch, const model::StepOptions& opt, MPI_Comm world) {
+  const double t0 = sys::now_s();
+  int rank = 0, world_size = 1;
+  MPI_Comm_rank(world, &rank);
+  MPI_Comm_size(world, &world_size);
+  const int64_t per_step = int64_t(micro_batch) * world_size;
+  const int64_t steps = (samples + per_step - 1) / per_step;
+  model::StepOptions o;
+  o.head_chunk = opt.head_chunk;
+  std::vector<double> sums = {0.0, 0.0};  // summed token loss, counted tokens
+  for (int64_t e = 0; e < steps; ++e) {
+    data::Batch b = eval.micro_batch(e, 0, rank);
+    for (int row = 0; row < b.batch; ++row) {
+      if (e * per_step + int64_t(rank) * micro_batch + row < samples) continue;
+      std::fill(b.labels.begin() + int64_t(row) * b.seq, b.labels.begin() + int64_t(row + 1) * b.seq, data::kIgnoreIndex);
+    }
+    model::MicroBatch mb;
+    mb.ids = at::from_blob(b.ids.data(), {b.batch, b.seq}, at::kLong).clone();
+    mb.targets = model::shift_targets(at::from_blob(b.labels.data(), {b.batch, b.seq}, at::kLong));
+    const model::MicroResult r = model::forward_loss(m, s, mb, o);
+    sums[0] += r.loss_sum;
+    sums[1] += double(r.counted);
+  }
+  allreduce_sum(world, sums);
+  EvalResult res;
+  res.tokens = int64_t(sums[1]);
+  res.loss = res.tokens > 0 ? sums[0] / sums[1] : std::nan("");
+  res.samples = samples;
+  res.seconds = sys::now_s() - t0;
+  return res;
+}
 
 StepResult StepRunner::run(int64_t step) {
   StepResult res;

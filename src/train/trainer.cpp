@@ -50,6 +50,9 @@ struct Setup {
   at::ScalarType dtype = at::kFloat;
   std::unique_ptr<model::Snapshot> snapshot;
   std::unique_ptr<data::BatchSource> source;
+  // The held-out set (train.eval_every): one micro-batch per rank per evaluation step, in file order.
+  std::unique_ptr<data::BatchSource> eval_source;
+  int64_t eval_samples = 0;
   BatchGeometry geo;
   double flops_per_token = 0;
   metrics::PeakFlops peak;
@@ -97,6 +100,12 @@ Setup make_setup(const TrainEnv& env) {
     ss.grad_accum = c.train.grad_accum;
     ss.world_size = world;
     s.source = data::make_synthetic_source(ss);
+    if (c.train.eval_every > 0) {
+      ss.seed = splitmix64(c.run.seed ^ 0x65766131ull);  // a stream the training never draws from
+      ss.grad_accum = 1;
+      s.eval_source = data::make_synthetic_source(ss);
+      s.eval_samples = c.data.eval_samples;
+    }
   } else {
     data::SftSpec spec = data::sft_spec_from_config(c, world);
     auto tok = std::make_shared<const data::Tokenizer>(data::Tokenizer::from_file(spec.tokenizer_path));
@@ -105,6 +114,22 @@ Setup make_setup(const TrainEnv& env) {
                         " tokens but the model (" + shape.name + ") has a vocabulary of " +
                         std::to_string(shape.vocab_size));
     s.source = data::make_sft_source(spec, tok);
+    if (c.train.eval_every > 0) {
+      data::SftSpec es = spec;
+      es.shuffle = false;
+      es.grad_accum = 1;
+      if (c.data.eval_path.empty()) {
+        es.held_out_part = true;
+      } else {
+        es.path = c.data.eval_path;
+        es.holdout_fraction = 0;
+      }
+      s.eval_source = data::make_sft_source(es, tok);
+      s.eval_samples = s.eval_source->epoch_size();
+      if (c.data.eval_samples > 0) s.eval_samples = std::min<int64_t>(s.eval_samples, c.data.eval_samples);
+      log::info("evaluation set: " + s.eval_source->describe() + strformat(", %lld samples per evaluation",
+                                                                             (long long)s.eval_samples));
+    }
   }
 
   metrics::LoraSpec ml = metrics::LoraSpec::from_names(c.lora.enabled, c.lora.r, c.lora.targets);
@@ -426,6 +451,18 @@ class Trainer {
                      elapsed / double(step + 1) * double(steps) * double(c_.run.repeat - trial - 1);
         log::info(progress_line(trial, c_.run.repeat, step, steps, loss, row[schema::kTokensPerS] * world_,
                                 row[schema::kStepS], row[schema::kMfu], int64_t(row[schema::kMemPeak]), eta));
+      }
+      if (s_.eval_source && ((step + 1) % c_.train.eval_every == 0 || step + 1 == steps)) {
+        const EvalResult e = evaluate(s_.layout, *strat, *s_.eval_source, s_.eval_samples, c_.train.micro_batch,
+                                      s_.step.options, env_.world);
+        log::info(strformat("eval  after step %lld: loss %.4f  perplexity %.3f  (%lld samples, %lld tokens, %.2f s)",
+                            (long long)(step + 1), e.loss, std::exp(e.loss), (long long)e.samples,
+                            (long long)e.tokens, e.seconds));
+        if (env_.run) {
+          env_.run->append_eval(trial, step + 1, e.loss, e.tokens, e.samples, e.seconds);
+          env_.run->write_summary("eval_loss_last", e.loss);
+          env_.run->write_summary("eval_perplexity_last", std::exp(e.loss));
+        }
       }
       ckpt.after_step(*strat, step + 1, r.tokens);
     }

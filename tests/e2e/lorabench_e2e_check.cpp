@@ -2,6 +2,8 @@
 //   lorabench_e2e_check comm-run RUN.h5 ROWS RANKS   a completed, VALID comm run file with ROWS result rows
 //   lorabench_e2e_check train-run RUN.h5 RANKS STEPS  a completed, VALID training run with every schema name
 //   lorabench_e2e_check doctor-json FILE             lorabench doctor --json output: one object, every check
+//   lorabench_e2e_check eval-equal TOL REF.h5 RUN.h5...  every run's /metrics/eval has REF's steps, and each
+//                                                    loss within relative TOL of REF's (perplexity = exp(loss))
 // Prints what is wrong and exits 1, or prints "ok" and exits 0.
 #include <algorithm>
 #include <cmath>
@@ -53,6 +55,25 @@ void check_comm_run(const std::string& path, size_t rows, size_t ranks) {
   auto v = r.validation();
   expect(!v.empty(), "validation checks");
   for (const auto& c : v) expect(c.passed, "validation " + c.name + ": " + c.detail);
+}
+
+void check_eval_equal(double tol, const std::string& ref_path, const std::vector<std::string>& runs) {
+  auto ref = lorabench::io::RunFileReader(ref_path).eval();
+  expect(!ref["loss"].empty(), ref_path + ": no /metrics/eval rows");
+  for (const auto& path : runs) {
+    auto e = lorabench::io::RunFileReader(path).eval();
+    expect(e["step"] == ref["step"], path + ": evaluated after other steps than " + ref_path);
+    for (size_t i = 0; i < e["loss"].size(); ++i) {
+      const double a = e["loss"][i], b = ref["loss"][i];
+      char line[256];
+      std::snprintf(line, sizeof line, "%s: eval after step %g: loss %.9g vs %.9g (rel %.2e > %g)", path.c_str(),
+                    e["step"][i], a, b, std::fabs(a - b) / std::fabs(b), tol);
+      expect(std::isfinite(a) && std::fabs(a - b) <= tol * std::fabs(b), line);
+      expect(std::fabs(e["perplexity"][i] - std::exp(a)) <= 1e-9 * std::exp(a), path + ": perplexity is not exp(loss)");
+      expect(e["tokens"][i] == ref["tokens"][i] && e["samples"][i] == ref["samples"][i], path + ": other tokens/samples");
+    }
+    std::printf("%s: %zu evaluations equal to %s within %g\n", path.c_str(), e["loss"].size(), ref_path.c_str(), tol);
+  }
 }
 
 void check_doctor_json(const std::string& path) {
@@ -183,7 +204,7 @@ void check_forward(const std::string& got_path, const std::string& ref_path, dou
 
 int main(int argc, char** argv) {
   const char* usage = "lorabench_e2e_check comm-run RUN.h5 ROWS RANKS | train-run RUN.h5 RANKS STEPS | "
-                      "trace FILE NAMES... | forward OUT REF TOL | doctor-json FILE";
+                      "trace FILE NAMES... | forward OUT REF TOL | doctor-json FILE | eval-equal TOL REF RUN...";
   return lbcheck::checker_main(usage, [&] {
     std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "comm-run" && argc == 5) {
@@ -194,6 +215,8 @@ int main(int argc, char** argv) {
       check_forward(argv[2], argv[3], std::stod(argv[4]));
     } else if (mode == "trace" && argc >= 3) {
       check_trace(argv[2], std::vector<std::string>(argv + 3, argv + argc));
+    } else if (mode == "eval-equal" && argc >= 5) {
+      check_eval_equal(std::stod(argv[2]), argv[3], std::vector<std::string>(argv + 4, argv + argc));
     } else if (mode == "doctor-json" && argc == 3) {
       check_doctor_json(argv[2]);
     } else {

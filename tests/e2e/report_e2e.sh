@@ -10,9 +10,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 fresh_dir "$work"
 
 out="$work/outputs"
-run 0 single.log "$lorabench" "$tiny" --set run.output_dir="$out" --set run.name=single --set run.quiet=true
+ev=(--set train.eval_every=3 --set data.eval_samples=6)
+run 0 single.log "$lorabench" "$tiny" --set run.output_dir="$out" --set run.name=single --set run.quiet=true "${ev[@]}"
 run 0 ddp.log "${mpiexec[@]}" -n 2 "$lorabench" "$tiny" --set run.output_dir="$out" --set run.name=ddp \
-  --set parallel.strategy=ddp --set run.quiet=true
+  --set parallel.strategy=ddp --set run.quiet=true "${ev[@]}"
 run 0 comm.log "${mpiexec[@]}" -n 2 "$lorabench" comm --ops all_reduce --min-bytes 1K --max-bytes 1M --factor 32 \
   --warmup 1 --iters 3 -o "$out/comm-2/run.h5"
 
@@ -23,6 +24,10 @@ md="$work/report.md"
 expect_re "$md" '^\| single \| C1 \| single \| 1 \| fp32 \| 2 x 1 x 1 = 2 \|.*\| (VALID|\*\*INVALID\*\*) \|$'
 expect_re "$md" '^\| ddp \| C1 \| ddp \| 2 \| fp32 \| 2 x 1 x 2 = 4 \|.*\| (VALID|\*\*INVALID\*\*) \|$'
 expect_re "$md" '^## Scaling$'
+# Held-out evaluations after steps 3 and 6 of both runs (train.eval_every).
+expect_re "$md" '^## Held-out evaluation$'
+expect_re "$md" '^\| single \| single \| 1 \| 3: [0-9.]+ / [0-9.e+]+, 6: [0-9.]+ / [0-9.e+]+ \| 6 \|'
+expect_re "$md" '^\| ddp \| ddp \| 2 \| 3: [0-9.]+ / [0-9.e+]+, 6: [0-9.]+ / [0-9.e+]+ \| 6 \|'
 expect_re "$md" '^\| C1 \| single \| single \| 1 \| 2 \| [0-9.]+ \| 1\.00x \| 100\.0% \| single \|$'
 expect_re "$md" '^\| C1 \| ddp \| ddp \| 2 \| 4 \| [0-9.]+ \| [0-9.]+x \| [0-9.]+% \| single \|$'
 expect_re "$md" '^- \*\*ddp\*\* \(ddp, 2 ranks\): \*\*(compute|data|straggler|communication)-bound\*\*'

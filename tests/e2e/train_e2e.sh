@@ -50,6 +50,36 @@ case "$case_name" in
       --set run.overwrite=true
     "$checker" train-run out/r/run.h5 1 2
     ;;
+  eval)
+    # Held-out evaluation (train.eval_every) is the same computation under every strategy: the same global
+    # batch (single with grad_accum 2 = 2 ranks x 1), 10 held-out samples (4 per evaluation step: the last
+    # step is partial), fp32: equal to 1e-5.
+    ev=(--set train.eval_every=3 --set data.eval_samples=10 --set run.warmup_steps=0 --set run.quiet=false)
+    run 0 single.log "$lorabench" "${tiny[@]}" "${ev[@]}" --set run.name=single --set train.grad_accum=2
+    expect_re single.log "eval  after step 3: loss [0-9.]+  perplexity [0-9.]+  \(10 samples, [0-9]+ tokens"
+    expect_re single.log "eval  after step 6: loss"
+    runs=()
+    for s in ddp zero1 zero2 fsdp; do
+      run 0 $s.log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" "${ev[@]}" --set run.name=$s --set parallel.strategy=$s
+      runs+=(out/$s/run.h5)
+    done
+    run 0 eq.txt "$checker" eval-equal 1e-5 out/single/run.h5 "${runs[@]}"
+    # The check can fail: another seed trains other weights.
+    run 0 seed.log "$lorabench" "${tiny[@]}" "${ev[@]}" --set run.name=seed --set train.grad_accum=2 --set run.seed=7
+    run 1 neq.txt "$checker" eval-equal 1e-5 out/single/run.h5 out/seed/run.h5
+    # A held-out part of a dataset file: the last 10% of sft_toy's records, not trained on.
+    run 0 frac.log "$lorabench" "${tiny[@]}" --set run.name=frac --set data.format=alpaca \
+      --set data.path="$src/inputs/data/sft_toy.jsonl" --set data.eval_fraction=0.1 --set train.eval_every=6 --set run.quiet=false \
+      --set data.seq_len=256
+    expect_re frac.log "evaluation set: sft alpaca .*: 22 examples"
+    expect_re frac.log "data: sft alpaca .*: 200 examples"
+    expect_re frac.log "eval  after step 6: loss [0-9]+\.[0-9]+  perplexity [0-9]"
+    # Keys that do not go together.
+    run 2 bad.log "$lorabench" "${tiny[@]}" --set run.name=bad --set train.eval_every=2
+    expect_in bad.log "data.eval_samples: train.eval_every with synthetic data needs data.eval_samples > 0"
+    run 2 bad2.log "$lorabench" "${tiny[@]}" --set run.name=bad --set data.eval_samples=4
+    expect_in bad2.log "train.eval_every: is 0 but a held-out set is configured"
+    ;;
   help)
     run 0 log "$lorabench" --help
     expect_in log "subcommands:"

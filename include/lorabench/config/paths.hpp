@@ -9,7 +9,7 @@
 
 namespace lorabench {
 
-// The rule for every path in an input file or a --set (data.path, data.tokenizer, model.path,
+// The rule for every path in an input file or a --set (data.path, data.eval_path, data.tokenizer, model.path,
 // lora.init_from, run.output_dir, checkpoint.resume): a relative path is relative to the
 // working directory lorabench was started in, never to the input file's directory. Returns the absolute,
 // lexically normal form (nothing needs to exist).

@@ -52,6 +52,9 @@ struct DataSection {
   bool pack = false;          // pack several examples into one sequence
   bool shuffle = true;        // reshuffle the sample order every epoch
   std::string on_bad_record;  // error | skip
+  std::string eval_path;      // held-out dataset file (same format as path); empty = none
+  double eval_fraction = 0;   // hold out the last fraction of path's records instead (0 = none)
+  int eval_samples = 0;       // samples per evaluation; 0 = the whole held-out set (synthetic: required)
 };
 
 struct TrainSection {
@@ -66,6 +69,7 @@ struct TrainSection {
   double min_lr = 0;       // floor of cosine / linear decay
   double max_grad_norm = 0;  // clip by global norm; 0 = off
   std::string on_nonfinite;  // stop | skip
+  int eval_every = 0;        // evaluate the held-out loss every N optimizer steps and after the last; 0 = never
 };
 
 struct ParallelSection {

@@ -40,6 +40,10 @@ struct SftSpec {
   int micro_batch = 1;                               // rows per micro-batch
   int grad_accum = 1;
   int world_size = 1;
+  // Evaluation split by position (data.eval_fraction): the last max(1, round(n x holdout_fraction)) of the
+  // file's n valid records are held out. The training source (held_out_part = false) has the others.
+  double holdout_fraction = 0;
+  bool held_out_part = false;
 };
 
 // Throws IoError for a missing / bad tokenizer or dataset file (see sft_dataset.hpp for the policy).

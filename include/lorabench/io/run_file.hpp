@@ -46,6 +46,9 @@ class RunFileWriter {
   void create_counters(const std::vector<std::string>& events, const std::vector<std::string>& via,
                        const std::vector<std::string>& phases);
   void append_counters(const std::vector<double>& rows);  // 5 + events values per row, row-major
+  // One row of /metrics/eval (created by the first call): trial, step (optimizer steps done), loss (mean
+  // over the held-out set's counted tokens), perplexity = exp(loss), tokens (counted), samples, seconds.
+  void append_eval(int trial, int64_t step, double loss, int64_t tokens, int64_t samples, double seconds);
   void write_summary(const std::string& name, double value);
   void write_summary(const std::string& name, const std::string& value);
   // Writes /validation and the root verdict: VALID when every check passed.
@@ -63,6 +66,7 @@ class RunFileWriter {
   h5::Handle summary_;
   h5::Table steps_;
   h5::Table counters_;
+  h5::Table eval_;
 };
 
 // Opens a run file for reading and checks that it is one: IoError "<path>: not a lorabench run file"
@@ -81,6 +85,7 @@ class RunFileReader {
   std::map<std::string, std::string> summary() const;     // /metrics/summary attributes as text
   std::map<std::string, std::vector<double>> steps() const;  // column -> values
   std::map<std::string, std::vector<double>> ranks() const;
+  std::map<std::string, std::vector<double>> eval() const;  // /metrics/eval; empty without evaluations
   std::vector<std::string> rank_hosts() const;
   std::vector<ValidationCheck> validation() const;
 

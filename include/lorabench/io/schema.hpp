@@ -43,6 +43,7 @@ constexpr const char* kMetrics = "metrics";
 constexpr const char* kSteps = "metrics/steps";           // table: one row per (trial, step, rank)
 constexpr const char* kSummary = "metrics/summary";       // attrs: the run's summary numbers
 constexpr const char* kCounters = "metrics/counters";     // table: counters per (trial, step, rank, phase)
+constexpr const char* kEval = "metrics/eval";             // table: one row per evaluation (train.eval_every)
 constexpr const char* kValidation = "validation";         // attrs: verdict; dataset checks
 constexpr const char* kValidationChecks = "validation/checks";
 constexpr const char* kComm = "comm";                     // the collective benchmark (kind = comm)

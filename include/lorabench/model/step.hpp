@@ -75,6 +75,11 @@ struct MicroResult {
 // Runs forward and backward of one micro-batch; gradients accumulate through provider.grad().
 MicroResult forward_backward(const ModelLayout& m, UnitProvider& p, const MicroBatch& mb, const StepOptions& opt);
 
+// Forward only, for evaluation: the summed token loss and counted tokens of one micro-batch, with the same
+// provider protocol as forward_backward's forward pass (FSDP gathers and frees layers as in training), no
+// activations kept, no dropout, nothing accumulated into gradients.
+MicroResult forward_loss(const ModelLayout& m, UnitProvider& p, const MicroBatch& mb, const StepOptions& opt);
+
 // Forward only: fp32 logits (B, T, V), and the hidden state entering each layer and the final norm's
 // input when `hidden` is given (transformers' hidden_states: L+1 tensors).
 at::Tensor forward_logits(const ModelLayout& m, UnitProvider& p, const at::Tensor& ids,

@@ -76,4 +76,19 @@ class StepRunner {
   int rank_ = 0;
 };
 
+// The held-out loss (train.eval_every).
+struct EvalResult {
+  double loss = 0;      // mean token loss over the held-out samples' counted tokens (NaN when none)
+  int64_t tokens = 0;   // counted tokens, all ranks
+  int64_t samples = 0;
+  double seconds = 0;
+};
+
+// Collective. The loss of held-out samples [0, samples) of `eval` (a source built with grad_accum 1):
+// evaluation step e gives rank r the samples e*micro_batch*world + r*micro_batch + [0, micro_batch), the
+// training partition, so the set is the same whatever the strategy and world size; rows past `samples`
+// are computed but carry no loss. Forward only (model::forward_loss), no dropout; sums over ranks in fp64.
+EvalResult evaluate(const model::ModelLayout& m, strategy::TrainingStrategy& s, data::BatchSource& eval,
+                    int64_t samples, int micro_batch, const model::StepOptions& opt, MPI_Comm world);
+
 }  // namespace lorabench::train
