@@ -204,6 +204,9 @@ TrainRow make_row(const RunRecord& r) {
   t.mfu = num(m, "mfu_mean");
   t.mem_peak = num(m, "mem_peak_bytes_max");
   t.rss_peak = num(m, "rss_peak_bytes_max");
+  t.pred_mem_peak = num(m, "predicted_tensor_peak_bytes");
+  t.pred_rss = num(m, "predicted_rss_bytes");
+  t.pred_step = num(m, "predicted_step_time_s");
   t.mem_state = num(m, "mem_current_bytes_max");
   t.trainable = num(m, "trainable_params");
   t.trainable_ratio = num(m, "trainable_ratio");

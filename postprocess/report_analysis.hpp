@@ -89,6 +89,8 @@ struct TrainRow {
   bool std_over_steps = false;  // one trial: std over the measured steps (max-over-ranks step time)
   int std_samples = 0;          // trials, or measured steps
   double mfu = NAN, mem_peak = NAN, rss_peak = NAN, mem_state = NAN;
+  // The planner's prediction recorded at start (run.predict; absent in older files or with it off).
+  double pred_mem_peak = NAN, pred_rss = NAN, pred_step = NAN;
   double trainable = NAN, trainable_ratio = NAN;
   std::vector<std::pair<double, double>> loss_curve;  // (step, loss), first trial
 

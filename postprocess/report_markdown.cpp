@@ -219,6 +219,25 @@ void section_runs(std::ostringstream& o, const Analysis& a) {
   o << " MFU = model FLOPs / (step time x world x peak FLOP/s per rank).\n\n";
 }
 
+// The planner's prediction beside the measurement, for every run that recorded one.
+void section_prediction(std::ostringstream& o, const Analysis& a) {
+  Table t({"run", "strategy", "world", "tensor peak / rank: predicted", "measured", "ratio", "RSS / rank: predicted",
+           "measured", "ratio", "step time (ms): predicted", "measured", "ratio"});
+  auto ratio = [](double p, double m) { return known(p) && known(m) && m > 0 ? strformat("%.2f", p / m) : std::string(kNA); };
+  for (const auto& r : a.train) {
+    if (!r.run->completed() || !(known(r.pred_mem_peak) || known(r.pred_step))) continue;
+    t.add({r.run->name, or_na(r.strategy), intish(r.world), bytes(r.pred_mem_peak), bytes(r.mem_peak),
+           ratio(r.pred_mem_peak, r.mem_peak), bytes(r.pred_rss), bytes(r.rss_peak), ratio(r.pred_rss, r.rss_peak),
+           ms(r.pred_step), ms(r.step_mean), ratio(r.pred_step, r.step_mean)});
+  }
+  if (t.empty()) return;
+  o << "## Prediction vs measurement\n\n" << t.str() << "\n";
+  o << "Predicted by the planner at the start of each run (`run.predict`, the same model as `lorabench plan`: "
+       "model state + probed activations + strategy buffers; probed step time + collectives over the bus "
+       "bandwidth), measured as in the tables above (peaks: max over ranks; step time: mean of the measured "
+       "steps). Ratio = predicted / measured. docs/plan.md.\n\n";
+}
+
 // Held-out loss per evaluation (train.eval_every), one row per run that evaluated.
 void section_eval(std::ostringstream& o, const Analysis& a) {
   Table t({"run", "strategy", "world", "evaluations (after step: loss / perplexity)", "held-out samples",
@@ -539,6 +558,7 @@ std::string render_markdown(const std::vector<RunRecord>& runs, const Analysis& 
   section_configs(o, a);
   section_runs(o, a);
   section_eval(o, a);
+  section_prediction(o, a);
   section_scaling(o, a);
   section_memory(o, a);
   section_phases(o, a);

@@ -2,9 +2,17 @@
 // subcommand) and returns the process exit code; errors are exceptions handled once in main().
 #pragma once
 
+#include <string>
+#include <vector>
+
+#include "lorabench/config/run_config.hpp"
 #include "lorabench/core/mpi_session.hpp"
 
 namespace lorabench::app {
+
+// The input file read on rank 0, broadcast and parsed with the --set overrides on every rank
+// (ConfigError naming the file when it cannot be read).
+RunConfig read_run_config(MpiSession& mpi, const std::string& input, const std::vector<std::string>& sets);
 
 int train_main(MpiSession& mpi, int argc, char** argv);  // lorabench INPUT.ini [--set k=v ...]
 int keys_main(MpiSession& mpi, int argc, char** argv);   // lorabench keys [--markdown]
@@ -13,5 +21,6 @@ int tokenize_main(MpiSession& mpi, int argc, char** argv);  // lorabench tokeniz
 int comm_main(MpiSession& mpi, int argc, char** argv);      // lorabench comm [--ops ...] [--config F.ini] (collective)
 int doctor_main(MpiSession& mpi, int argc, char** argv);    // lorabench doctor [--json] (collective)
 int checkpoint_main(MpiSession& mpi, int argc, char** argv);  // lorabench checkpoint info F | verify A B
+int plan_main(MpiSession& mpi, int argc, char** argv);        // lorabench plan INPUT.ini [-n N ...]
 
 }  // namespace lorabench::app

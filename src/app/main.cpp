@@ -35,7 +35,8 @@ const Subcommand kSubcommands[] = {
     {"doctor", &lorabench::app::doctor_main, "check MPI, rendezvous, HDF5, PAPI, CUDA/NCCL, threads, BLAS"},
     {"forward", &lorabench::app::forward_main, "logits (and loss) of a snapshot + adapter on token ids -> safetensors"},
     {"keys", &lorabench::app::keys_main, "every input key with type, default and meaning (--markdown for docs)"},
-    {"checkpoint", &lorabench::app::checkpoint_main, "inspect (info) or compare (verify) checkpoint files"},
+    {"checkpoint", &lorabench::app::checkpoint_main, "inspect (info), compare (verify) or export-adapter checkpoints"},
+    {"plan", &lorabench::app::plan_main, "predict per-rank memory and step time of each strategy and world size"},
 };
 
 void print_usage() {

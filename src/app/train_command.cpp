@@ -31,6 +31,7 @@
 #include "lorabench/model/qwen2.hpp"
 #include "lorabench/train/checkpoint.hpp"
 #include "lorabench/train/control.hpp"
+#include "lorabench/train/plan.hpp"
 #include "lorabench/train/trainer.hpp"
 
 namespace po = boost::program_options;
@@ -114,6 +115,23 @@ int keys_main(MpiSession& mpi, int argc, char** argv) {
   return 0;
 }
 
+RunConfig read_run_config(MpiSession& mpi, const std::string& input, const std::vector<std::string>& sets) {
+  // Rank 0 reads the input file; every rank parses the same text.
+  std::string text, err;
+  bool ok = true;
+  if (mpi.rank() == 0) {
+    try {
+      text = read_file(input);
+    } catch (const IoError& e) {
+      ok = false;
+      err = input + ": cannot read the input file (" + e.what() + ")";
+    }
+  }
+  if (!train::broadcast_status(mpi.world(), ok, err)) throw ConfigError(err);
+  text = train::broadcast_string(mpi.world(), text);
+  return parse_run_config(input, text, sets);
+}
+
 int train_main(MpiSession& mpi, int argc, char** argv) {
   std::string input;
   std::vector<std::string> sets;
@@ -136,20 +154,9 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   }
   if (input.empty()) throw ConfigError("no input file (usage: lorabench INPUT.ini [--set section.key=value ...])");
 
-  // Rank 0 reads the input file; every rank parses the same text.
-  std::string text, err;
+  RunConfig cfg = read_run_config(mpi, input, sets);
+  std::string err;
   bool ok = true;
-  if (mpi.rank() == 0) {
-    try {
-      text = read_file(input);
-    } catch (const IoError& e) {
-      ok = false;
-      err = input + ": cannot read the input file (" + e.what() + ")";
-    }
-  }
-  if (!train::broadcast_status(mpi.world(), ok, err)) throw ConfigError(err);
-  text = train::broadcast_string(mpi.world(), text);
-  RunConfig cfg = parse_run_config(input, text, sets);
   // run.name unset: a default name that says what ran, numbered when taken (chosen below, on rank 0).
   const bool default_name = cfg.run.name.empty();
   if (default_name) cfg.run.name = default_run_name(input, cfg.parallel.strategy, mpi.size());
@@ -198,7 +205,15 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
     if (!problems.empty()) {
       ok = false;
       err = cfg.input_path + ": " + join(problems, "\n  ");
-    } else if (default_name) {
+    } else {
+      try {
+        train::check_fits_or_throw(cfg, mpi.size(), topo.host_local_size);
+      } catch (const ConfigError& e) {
+        ok = false;
+        err = cfg.input_path + ": " + e.what();
+      }
+    }
+    if (ok && default_name) {
       cfg.run.name = cfg.checkpoint.resume == "latest" ? latest_run_name(cfg.run.output_dir, cfg.run.name)
                                                        : first_free_run_name(cfg.run.output_dir, cfg.run.name);
     }
@@ -278,6 +293,36 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
     if (r == topo.rank)
       log::any(comm::describe_rank(topo) + strformat(" threads %d backend %s", at::get_num_threads(),
                                                      comm->backend_name().c_str()));
+    LB_MPI_CHECK(MPI_Barrier(mpi.world()));
+  }
+
+  // The planner's prediction for this very run, recorded beside what it measures (lorabench plan).
+  if (cfg.run.predict) {
+    const train::CommBandwidth bw =
+        mpi.size() > 1 ? train::measure_bandwidth(*comm, mpi.world()) : train::estimate_bandwidth();
+    if (run) {
+      const double t0 = sys::now_s();
+      const train::ProbeResult probe = train::probe_model(cfg);
+      train::PlanOptions po;
+      po.worlds = {mpi.size()};
+      po.strategies = {cfg.parallel.strategy};
+      po.ranks_per_node = topo.host_local_size;
+      const auto rows = train::make_plan(cfg, po, &probe, bw);
+      if (!rows.empty()) {
+        const train::PlanRow& p = rows.front();
+        run->write_summary("predicted_tensor_peak_bytes", double(p.tensor_peak));
+        run->write_summary("predicted_activation_bytes", double(p.activations));
+        run->write_summary("predicted_rss_bytes", double(p.rss));
+        run->write_summary("predicted_step_time_s", p.step_s);
+        run->write_summary("predicted_compute_s", p.compute_s);
+        run->write_summary("predicted_comm_s", p.comm_s);
+        run->write_summary("predicted_tokens_per_s", p.tokens_per_s);
+        run->write_summary("predicted_how", probe.note + "; bandwidth " + bw.source);
+        log::info(strformat("prediction (lorabench plan, %.1f s): tensor peak %s per rank, step %.3f s", sys::now_s() - t0,
+                            format_bytes(double(p.tensor_peak)).c_str(), p.step_s));
+      }
+      run->flush();
+    }
     LB_MPI_CHECK(MPI_Barrier(mpi.world()));
   }
 

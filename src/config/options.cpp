@@ -139,6 +139,9 @@ std::vector<OptionSpec> build_table() {
   // [run]
   t.push_back(string_opt("run.name", &RC::run, &RunSection::name, "",
                          "run directory name under output_dir; empty: <input stem>[-<strategy>]-n<ranks>, numbered (-2, -3, ...) when taken"));
+  t.push_back(bool_opt("run.predict", &RC::run, &RunSection::predict, true,
+                       "probe 1- and 2-layer models at start and record the planner's predicted memory and step "
+                       "time beside the measurement (lorabench plan; a few seconds)"));
   t.push_back(string_opt("run.output_dir", &RC::run, &RunSection::output_dir, "outputs",
                          "directory that receives <name>/run.h5, checkpoints/ and adapter/"));
   t.push_back({"run.seed", "uint64", "1234", "seed of model init, data order, synthetic tokens and dropout",

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -60,6 +61,52 @@ std::vector<std::string> cpu_flags() {
 }
 
 int online_cpus() { return static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)); }
+
+namespace {
+
+int64_t read_int_file(const char* path) {
+  std::ifstream in(path);
+  std::string s;
+  if (!(in >> s) || s == "max") return -1;
+  try {
+    return std::stoll(s);
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+}  // namespace
+
+int64_t memory_available_bytes() {
+  int64_t avail = -1;
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") {
+      avail = kib * 1024;
+      break;
+    }
+  }
+  int64_t limit = read_int_file("/sys/fs/cgroup/memory.max"), used = read_int_file("/sys/fs/cgroup/memory.current");
+  if (limit < 0) {
+    limit = read_int_file("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+    used = read_int_file("/sys/fs/cgroup/memory/memory.usage_in_bytes");
+  }
+  if (limit > 0 && limit < (int64_t(1) << 60) && used >= 0) {
+    const int64_t left = std::max<int64_t>(0, limit - used);
+    avail = avail < 0 ? left : std::min(avail, left);
+  }
+  return avail;
+}
+
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1, online_cpus());
+}
 
 std::string kernel_release() {
   struct utsname u;

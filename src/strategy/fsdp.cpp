@@ -213,19 +213,7 @@ class FsdpStrategy final : public TrainingStrategy {
 
   int64_t prefetched_layers() const override { return prefetched_; }
 
-  MemoryPrediction predict_memory() const override {
-    const int64_t pc = m_.compute_params(), pt = m_.trainable_params();
-    const int64_t ds = at::elementSize(dtype_);
-    const bool alias = m_.full_finetune && dtype_ == at::kFloat;
-    MemoryPrediction p;
-    p.params = ((alias ? 0 : pc * ds) + pt * 4) / world_;
-    p.grads = pt * 4 / world_;
-    p.optimizer = pt * 8 / world_;
-    std::string w = std::to_string(world_);
-    p.formula = std::string("(") + (alias ? "" : std::to_string(ds) + "Ψc + ") + "4Ψt)/" + w + " + 4Ψt/" + w +
-                " + 8Ψt/" + w;
-    return p;
-  }
+  MemoryPrediction predict_memory() const override { return predict_model_state("fsdp", m_, dtype_, world_); }
 
   // ---- vocabulary-sharded embedding and head ----
   at::Tensor embed_lookup(const model::ModelLayout& m, const at::Tensor& ids) override {

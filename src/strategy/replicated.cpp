@@ -222,20 +222,7 @@ class ReplicatedStrategy final : public TrainingStrategy {
     discard_grads();
   }
 
-  MemoryPrediction predict_memory() const override {
-    const int64_t pc = m_.compute_params(), pt = m_.trainable_params();
-    const int64_t ds = at::elementSize(dtype_);
-    MemoryPrediction p;
-    const bool alias = m_.full_finetune && dtype_ == at::kFloat;
-    p.params = (alias ? 0 : pc * ds) + pt * 4;
-    const int64_t n = sharded() ? world_ : 1;
-    p.grads = kind_ == Kind::kZero2 ? pt * 4 / n : pt * 4;
-    p.optimizer = 8 * pt / n;
-    std::string w = std::to_string(n);
-    p.formula = std::string(alias ? "" : std::to_string(ds) + "Ψc + ") + "4Ψt + " +
-                (kind_ == Kind::kZero2 ? "4Ψt/" + w : "4Ψt") + " + " + (sharded() ? "8Ψt/" + w : "8Ψt");
-    return p;
-  }
+  MemoryPrediction predict_memory() const override { return predict_model_state(name(), m_, dtype_, world_); }
 
  private:
   struct Bucket {

@@ -46,6 +46,30 @@ double all_reduce_sum(comm::Communicator* comm, double x) {
   return x;
 }
 
+MemoryPrediction predict_model_state(const std::string& strategy, const model::ModelLayout& m, at::ScalarType dtype,
+                                     int world) {
+  const int64_t pc = m.compute_params(), pt = m.trainable_params();
+  const int64_t ds = at::elementSize(dtype);
+  const bool alias = m.full_finetune && dtype == at::kFloat;  // fp32 full FT: master weights = compute weights
+  const std::string w = std::to_string(world);
+  const std::string c = alias ? "" : std::to_string(ds) + "Ψc + ";
+  MemoryPrediction p;
+  if (strategy == "fsdp") {
+    p.params = ((alias ? 0 : pc * ds) + pt * 4) / world;
+    p.grads = pt * 4 / world;
+    p.optimizer = pt * 8 / world;
+    p.formula = "(" + c + "4Ψt)/" + w + " + 4Ψt/" + w + " + 8Ψt/" + w;
+    return p;
+  }
+  const bool zero = strategy == "zero1" || strategy == "zero2";
+  const int64_t n = zero ? world : 1;
+  p.params = (alias ? 0 : pc * ds) + pt * 4;
+  p.grads = strategy == "zero2" ? pt * 4 / n : pt * 4;
+  p.optimizer = 8 * pt / n;
+  p.formula = c + "4Ψt + " + (strategy == "zero2" ? "4Ψt/" + w : "4Ψt") + " + " + (zero ? "8Ψt/" + w : "8Ψt");
+  return p;
+}
+
 std::unique_ptr<TrainingStrategy> TrainingStrategy::create(const StrategySpec& spec, const model::ModelLayout& m,
                                                            at::ScalarType dtype, comm::Communicator* comm) {
   const int world = comm ? comm->size() : 1;

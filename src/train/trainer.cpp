@@ -60,7 +60,9 @@ struct Setup {
   StepConfig step;
 };
 
-model::ModelShape resolve_shape(const RunConfig& c) {
+}  // namespace
+
+model::ModelShape model_shape_of(const RunConfig& c) {
   if (c.model.path.empty()) return model::preset_shape(c.model.preset);
   return model::load_hf_config((fs::path(c.model.path) / "config.json").string());
 }
@@ -78,11 +80,51 @@ metrics::TransformerShape flops_shape(const model::ModelShape& s) {
   return t;
 }
 
+strategy::StrategySpec strategy_spec_of(const RunConfig& c) {
+  strategy::StrategySpec sp;
+  sp.name = c.parallel.strategy;
+  sp.bucket_mb = c.parallel.bucket_mb;
+  sp.grad_accum = c.train.grad_accum;
+  sp.reshard_after_forward = c.parallel.reshard_after_forward;
+  sp.prefetch = c.parallel.prefetch;
+  sp.prefetch_within_peak = c.parallel.prefetch_within_peak;
+  // auto: DDP and ZeRO-1 communicate on the last micro-step only (local accumulation); ZeRO-2 and FSDP
+  // reduce every micro-step, which is what lets them drop full-size gradients between micro-steps.
+  const std::string& gs = c.parallel.grad_sync;
+  sp.sync_every_micro =
+      gs == "every" || (gs == "auto" && (c.parallel.strategy == "zero2" || c.parallel.strategy == "fsdp"));
+  return sp;
+}
+
+StepConfig step_config_of(const RunConfig& c) {
+  StepConfig sc;
+  sc.grad_accum = c.train.grad_accum;
+  sc.seed = c.run.seed;
+  sc.lora_dropout = c.lora.enabled && c.lora.dropout > 0;
+  sc.max_grad_norm = c.train.max_grad_norm;
+  sc.adamw.beta1 = c.train.beta1;
+  sc.adamw.beta2 = c.train.beta2;
+  sc.adamw.eps = c.train.eps;
+  sc.adamw.weight_decay = c.train.weight_decay;
+  sc.schedule.kind = c.train.schedule;
+  sc.schedule.lr = c.train.lr;
+  sc.schedule.min_lr = c.train.min_lr;
+  sc.schedule.warmup_steps = c.train.warmup_steps;
+  sc.schedule.total_steps = c.run.steps;
+  sc.options.activation_checkpointing = c.model.activation_checkpointing;
+  if (!c.model.fused_head) sc.options.head_chunk = 0;
+  sc.nan_at_step = c.fault.nan_at_step;
+  sc.data_delay_s = c.fault.data_delay_ms / 1000.0;
+  return sc;
+}
+
+namespace {
+
 Setup make_setup(const TrainEnv& env) {
   const RunConfig& c = *env.cfg;
   const int world = env.topo->world_size;
   Setup s;
-  model::ModelShape shape = resolve_shape(c);
+  model::ModelShape shape = model_shape_of(c);
   model::LoraSpec lora =
       model::make_lora_spec(c.lora.enabled, c.lora.r, c.lora.alpha, c.lora.dropout, c.lora.rslora, c.lora.targets);
   s.layout = model::build_layout(shape, lora);
@@ -142,36 +184,8 @@ Setup make_setup(const TrainEnv& env) {
     s.peak = model::calibrate_gemm_peak(s.dtype, c.parallel.threads_per_rank);
   }
 
-  s.spec.name = c.parallel.strategy;
-  s.spec.bucket_mb = c.parallel.bucket_mb;
-  s.spec.grad_accum = c.train.grad_accum;
-  s.spec.reshard_after_forward = c.parallel.reshard_after_forward;
-  s.spec.prefetch = c.parallel.prefetch;
-  s.spec.prefetch_within_peak = c.parallel.prefetch_within_peak;
-  // auto: DDP and ZeRO-1 communicate on the last micro-step only (local accumulation); ZeRO-2 and FSDP
-  // reduce every micro-step, which is what lets them drop full-size gradients between micro-steps.
-  const std::string& gs = c.parallel.grad_sync;
-  s.spec.sync_every_micro =
-      gs == "every" || (gs == "auto" && (c.parallel.strategy == "zero2" || c.parallel.strategy == "fsdp"));
-
-  StepConfig& sc = s.step;
-  sc.grad_accum = c.train.grad_accum;
-  sc.seed = c.run.seed;
-  sc.lora_dropout = c.lora.enabled && c.lora.dropout > 0;
-  sc.max_grad_norm = c.train.max_grad_norm;
-  sc.adamw.beta1 = c.train.beta1;
-  sc.adamw.beta2 = c.train.beta2;
-  sc.adamw.eps = c.train.eps;
-  sc.adamw.weight_decay = c.train.weight_decay;
-  sc.schedule.kind = c.train.schedule;
-  sc.schedule.lr = c.train.lr;
-  sc.schedule.min_lr = c.train.min_lr;
-  sc.schedule.warmup_steps = c.train.warmup_steps;
-  sc.schedule.total_steps = c.run.steps;
-  sc.options.activation_checkpointing = c.model.activation_checkpointing;
-  if (!c.model.fused_head) sc.options.head_chunk = 0;
-  sc.nan_at_step = c.fault.nan_at_step;
-  sc.data_delay_s = c.fault.data_delay_ms / 1000.0;
+  s.spec = strategy_spec_of(c);
+  s.step = step_config_of(c);
   return s;
 }
 

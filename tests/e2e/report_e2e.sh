@@ -10,7 +10,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 fresh_dir "$work"
 
 out="$work/outputs"
-ev=(--set train.eval_every=3 --set data.eval_samples=6)
+ev=(--set train.eval_every=3 --set data.eval_samples=6 --set run.predict=true)
 run 0 single.log "$lorabench" "$tiny" --set run.output_dir="$out" --set run.name=single --set run.quiet=true "${ev[@]}"
 run 0 ddp.log "${mpiexec[@]}" -n 2 "$lorabench" "$tiny" --set run.output_dir="$out" --set run.name=ddp \
   --set parallel.strategy=ddp --set run.quiet=true "${ev[@]}"
@@ -24,6 +24,11 @@ md="$work/report.md"
 expect_re "$md" '^\| single \| C1 \| single \| 1 \| fp32 \| 2 x 1 x 1 = 2 \|.*\| (VALID|\*\*INVALID\*\*) \|$'
 expect_re "$md" '^\| ddp \| C1 \| ddp \| 2 \| fp32 \| 2 x 1 x 2 = 4 \|.*\| (VALID|\*\*INVALID\*\*) \|$'
 expect_re "$md" '^## Scaling$'
+# The planner's prediction beside the measurement (run.predict): the tensor peak of the single run is
+# predicted exactly (the probe measures the same code), within 10% for DDP.
+expect_re "$md" '^## Prediction vs measurement$'
+expect_re "$md" '^\| single \| single \| 1 \| [0-9.]+ [KMG]iB \| [0-9.]+ [KMG]iB \| 1\.00 \|'
+expect_re "$md" '^\| ddp \| ddp \| 2 \| [0-9.]+ [KMG]iB \| [0-9.]+ [KMG]iB \| (0\.9[0-9]|1\.0[0-9]|1\.10) \|'
 # Held-out evaluations after steps 3 and 6 of both runs (train.eval_every).
 expect_re "$md" '^## Held-out evaluation$'
 expect_re "$md" '^\| single \| single \| 1 \| 3: [0-9.]+ / [0-9.e+]+, 6: [0-9.]+ / [0-9.e+]+ \| 6 \|'

@@ -90,7 +90,7 @@ case "$case_name" in
     expect_re version.txt '^lorabench [0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-f]{40}(-dirty)?\)$'
     # A mistyped command is called one, with the list; a missing input file is still a missing file.
     run 2 trian.txt "$lorabench" trian
-    expect_in trian.txt 'unknown command "trian" (commands: train, tokenize, comm, doctor, forward, keys, checkpoint;'
+    expect_in trian.txt 'unknown command "trian" (commands: train, tokenize, comm, doctor, forward, keys, checkpoint, plan;'
     run 2 missing.txt "$lorabench" nothere.ini
     expect_in missing.txt "nothere.ini: cannot read the input file"
     ;;

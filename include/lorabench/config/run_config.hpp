@@ -23,6 +23,7 @@ struct RunSection {
   int log_every = 0;       // progress line and run-file flush interval, in steps
   bool quiet = false;      // no progress lines (warnings and errors still print)
   bool overwrite = false;  // replace an existing run directory instead of refusing
+  bool predict = true;     // record the planner's prediction (probe at start) beside the measurement
 };
 
 struct ModelSection {

@@ -11,6 +11,11 @@ namespace lorabench::sys {
 std::string cpu_model();               // /proc/cpuinfo "model name", or "unknown"
 std::vector<std::string> cpu_flags();  // /proc/cpuinfo "flags" of the first CPU
 int online_cpus();
+// Memory this process could still get, bytes: /proc/meminfo MemAvailable, lowered to the cgroup's
+// remaining memory.max (v2) or memory.limit_in_bytes (v1) when one is set; -1 when unknown.
+int64_t memory_available_bytes();
+// CPUs this process may run on (its affinity mask), at least 1.
+int usable_cpus();
 std::string kernel_release();          // uname -r
 std::string utc_now_iso8601();         // "2026-11-30T11:02:03Z"
 

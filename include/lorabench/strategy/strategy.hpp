@@ -55,6 +55,11 @@ struct MemoryPrediction {
   std::string formula;    // human-readable, e.g. "2Ψc/N + 4Ψt/N + 4Ψt/N + 8Ψt/N"
 };
 
+// The model state `strategy` keeps per rank on `world` ranks (what its predict_memory() returns), from the
+// layout alone: the planner's accounting before anything is allocated.
+MemoryPrediction predict_model_state(const std::string& strategy, const model::ModelLayout& m, at::ScalarType dtype,
+                                     int world);
+
 // The per-unit state of the trainable parameters, full size, in the trainable layout: what checkpoints
 // and adapters store (name -> tensor comes from the layout's slots).
 struct FullState {

@@ -8,7 +8,9 @@
 #include <functional>
 #include <string>
 
+#include "lorabench/config/run_config.hpp"
 #include "lorabench/data/batch.hpp"
+#include "lorabench/metrics/flops.hpp"
 #include "lorabench/model/step.hpp"
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/optim/adamw.hpp"
@@ -50,6 +52,13 @@ struct StepResult {
   int64_t loss_tokens = 0;  // counted tokens of this rank
   StepTimes times;
 };
+
+// The strategy settings and the step settings of a run's configuration (what the trainer and the planner
+// build their strategies and StepRunners from).
+strategy::StrategySpec strategy_spec_of(const RunConfig& c);
+model::ModelShape model_shape_of(const RunConfig& c);  // the preset's, or model.path's config.json
+metrics::TransformerShape flops_shape(const model::ModelShape& s);
+StepConfig step_config_of(const RunConfig& c);
 
 class StepRunner {
  public:

@@ -1,0 +1,96 @@
+// The planner (`lorabench plan`, docs/plan.md): per-rank memory and step time of a configuration under
+// each strategy and world size, predicted before a run allocates anything, and the check that refuses a
+// training run that cannot fit.
+//
+// Memory per rank = the strategy's model state (the ZeRO accounting of predict_model_state) + the
+// activations and workspace of one micro-step + what the strategy holds beyond its model state (FSDP's
+// gathered layers and vocabulary exchange, ZeRO-2's full gradient buffer in backward). The activations
+// and workspace are measured, not guessed: a probe trains 1- and 2-layer versions of the model (same
+// width, vocabulary, dtype, LoRA, micro-batch and sequence) for two steps under the counting allocator,
+// and the difference gives one layer's share, so L layers cost probe(1) + (L-1) x (probe(2) - probe(1)).
+// Time per rank: the same probes' forward + backward and optimizer times extrapolated the same way, times
+// the oversubscription of the node's CPUs, plus each collective's bytes over the bus bandwidth of a
+// `lorabench comm` run file (or one measured now, or estimated from memcpy when neither is possible).
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lorabench/comm/communicator.hpp"
+#include "lorabench/config/run_config.hpp"
+
+namespace lorabench::train {
+
+// Bus bandwidth (GB/s, nccl-tests' definition) of the three collectives the strategies use.
+struct CommBandwidth {
+  double all_reduce = 0, all_gather = 0, reduce_scatter = 0;
+  std::string source;  // "FILE (lorabench comm, N ranks)", "measured now on N ranks", "estimate: ..."
+};
+
+// One micro-step of the model measured by the probe, extrapolated to the configured depth.
+struct ProbeResult {
+  int64_t tokens = 0;            // micro_batch x seq_len of the probe
+  int64_t activation_bytes = 0;  // peak tensor bytes of a step above the model state, L layers
+  double micro_s = 0;            // forward + backward of one micro-batch, L layers
+  double optimizer_s = 0;        // the update of every trainable parameter
+  double layer_gflops = 0;       // the layer's model FLOPs / its measured time (what the time rests on)
+  std::string note;              // how it was measured / extrapolated
+};
+
+struct PlanRow {
+  std::string strategy;
+  int world = 1;
+  int ranks_per_node = 1;
+  int64_t model_state = 0;    // bytes per rank (predict_model_state)
+  std::string formula;        // its ZeRO formula
+  int64_t activations = 0;    // activations + workspace of a micro-step
+  int64_t strategy_extra = 0; // gathered layers, exchange buffers, transient full-size gradients
+  int64_t tensor_peak = 0;    // the sum: what mem_peak_bytes measures
+  int64_t rss = 0;            // + the process's own footprint (libraries, allocator)
+  int64_t available = -1;     // memory per rank on this node (-1 unknown)
+  bool fits = true;
+  double compute_s = 0, comm_s = 0, step_s = 0, tokens_per_s = 0;  // per optimizer step; tokens/s all ranks
+  std::string note;
+};
+
+struct PlanOptions {
+  std::vector<int> worlds;              // world sizes to plan (e.g. 1, 2, 4)
+  std::vector<std::string> strategies;  // empty: every strategy that applies
+  int ranks_per_node = 0;               // 0: min(world, SLURM_NTASKS_PER_NODE or world)
+  std::string comm_file;                // a `lorabench comm` run file for the bandwidths
+  bool probe = true;                    // false: no probe (the analytic lower bound only)
+};
+
+// Bus bandwidth of all_reduce, all_gather and reduce_scatter measured now on the ranks of `world`
+// (collective; 16 MiB fp32 per rank, best of 3 after a warm-up).
+CommBandwidth measure_bandwidth(comm::Communicator& comm, MPI_Comm world);
+// One process: half the memcpy bandwidth of 64 MiB, as an estimate for ranks that share a node's memory.
+CommBandwidth estimate_bandwidth();
+
+// Bus bandwidths from a comm run file (fp32 rows at the largest size measured).
+CommBandwidth bandwidth_from_file(const std::string& path);
+
+// The probe (allocates one- and two-layer models; a few seconds). REQUIRES the counting allocator.
+ProbeResult probe_model(const RunConfig& c);
+
+// The activations a micro-step must hold at least: every decoder layer's saved tensors (LayerCache) and
+// the final hidden state, without any workspace. Used to refuse impossible runs without a probe.
+int64_t activation_lower_bound(const RunConfig& c);
+
+// Rows for every (strategy, world) asked. `probe` may be null (then activations = the lower bound and no
+// time is predicted).
+std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const ProbeResult* probe,
+                               const CommBandwidth& bw);
+
+// Markdown table of the rows, with the inputs they rest on.
+std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, const ProbeResult* probe,
+                          const CommBandwidth& bw);
+
+// The start-of-training check: ConfigError with the numbers when this rank's model state plus the
+// activation lower bound exceeds the memory available to each rank of this node.
+void check_fits_or_throw(const RunConfig& c, int world, int ranks_on_node);
+
+}  // namespace lorabench::train

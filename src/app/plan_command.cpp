@@ -1,0 +1,115 @@
+// lorabench plan INPUT.ini [-n N ...] [--strategy LIST] [--ranks-per-node K] [--comm RUN.h5] [-o FILE]
+//                [--no-probe] [--set section.key=value ...]
+// Per-rank memory and step time of the configuration under each strategy and world size, before any run
+// (docs/plan.md). Under mpirun with several ranks the collectives' bandwidth is measured on them.
+#include <ATen/Parallel.h>
+#include <boost/program_options.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <vector>
+
+#include "commands.hpp"
+#include "lorabench/comm/mpi_communicator.hpp"
+#include "lorabench/core/error.hpp"
+#include "lorabench/core/strings.hpp"
+#include "lorabench/core/sysinfo.hpp"
+#include "lorabench/metrics/memory.hpp"
+#include "lorabench/train/control.hpp"
+#include "lorabench/train/plan.hpp"
+
+namespace po = boost::program_options;
+
+namespace lorabench::app {
+
+namespace {
+
+std::vector<int> parse_worlds(const std::vector<std::string>& args) {
+  std::vector<int> out;
+  for (const auto& a : args) {
+    for (const auto& item : split(a, ',')) {
+      char* end = nullptr;
+      const long v = std::strtol(item.c_str(), &end, 10);
+      if (item.empty() || *end != '\0' || v < 1 || v > 65536)
+        throw ConfigError("plan: -n expects rank counts >= 1 (e.g. -n 1 -n 2 or -n 1,2,4), got \"" + item + "\"");
+      out.push_back(int(v));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+int plan_main(MpiSession& mpi, int argc, char** argv) {
+  std::string input, comm_file, out_file, strategies;
+  std::vector<std::string> sets, worlds;
+  int ranks_per_node = 0;
+  bool help = false, no_probe = false;
+  po::options_description desc;
+  desc.add_options()("help,h", po::bool_switch(&help))("set", po::value(&sets)->composing())(
+      "n,n", po::value(&worlds)->composing())("strategy", po::value(&strategies))(
+      "ranks-per-node", po::value(&ranks_per_node))("comm", po::value(&comm_file))("output,o", po::value(&out_file))(
+      "no-probe", po::bool_switch(&no_probe))("input", po::value(&input));
+  po::positional_options_description pos;
+  pos.add("input", 1);
+  try {
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw ConfigError(std::string("plan: ") + e.what() + " (lorabench plan --help)");
+  }
+  if (help || input.empty()) {
+    if (mpi.rank() == 0)
+      std::printf(
+          "usage: lorabench plan INPUT.ini [-n N ...] [--strategy LIST] [--ranks-per-node K] [--comm RUN.h5]\n"
+          "                      [-o FILE] [--no-probe] [--set section.key=value ...]\n\n"
+          "Predicts per-rank memory (model state, activations, strategy buffers; RSS against the memory of this\n"
+          "node) and step time (a probe of 1- and 2-layer models, plus collectives over the bus bandwidth) for\n"
+          "each strategy and world size, before anything is allocated at full size. docs/plan.md.\n"
+          "  -n N            world sizes (repeatable or comma-separated; default 1,2,4)\n"
+          "  --strategy L    strategies (default: single for 1 rank, ddp,zero1,zero2,fsdp for more)\n"
+          "  --ranks-per-node K  ranks sharing this node's CPUs and memory (default: all of them)\n"
+          "  --comm RUN.h5   bus bandwidths from a `lorabench comm` run file (default: measured on the ranks\n"
+          "                  of this job under mpirun, else estimated from memcpy)\n"
+          "  -o FILE         also write the table to FILE\n"
+          "  --no-probe      memory lower bound only, no time (instant)\n");
+    return input.empty() && !help ? 2 : 0;
+  }
+  RunConfig cfg = read_run_config(mpi, input, sets);
+  at::set_num_threads(cfg.parallel.threads_per_rank);
+  metrics::install_memory_counter();
+
+  train::PlanOptions o;
+  o.worlds = worlds.empty() ? std::vector<int>{1, 2, 4} : parse_worlds(worlds);
+  if (!strategies.empty()) o.strategies = split(strategies, ',');
+  for (const auto& s : o.strategies)
+    if (s != "single" && s != "ddp" && s != "zero1" && s != "zero2" && s != "fsdp")
+      throw ConfigError("plan: --strategy: unknown strategy \"" + s + "\" (single, ddp, zero1, zero2, fsdp)");
+  o.ranks_per_node = ranks_per_node;
+  o.probe = !no_probe;
+
+  train::CommBandwidth bw;
+  if (!comm_file.empty()) {
+    bw = train::bandwidth_from_file(comm_file);
+  } else if (mpi.size() > 1) {
+    auto comm = comm::make_mpi_communicator(mpi.world());
+    bw = train::measure_bandwidth(*comm, mpi.world());
+  } else {
+    bw = train::estimate_bandwidth();
+  }
+  if (mpi.rank() != 0) return 0;
+  train::ProbeResult probe;
+  if (o.probe) probe = train::probe_model(cfg);
+  const auto rows = train::make_plan(cfg, o, o.probe ? &probe : nullptr, bw);
+  const std::string md = train::plan_markdown(cfg, rows, o.probe ? &probe : nullptr, bw);
+  std::printf("%s", md.c_str());
+  if (!out_file.empty()) {
+    std::ofstream f(out_file);
+    f << md;
+    if (!f) throw IoError(out_file + ": cannot write");
+  }
+  return 0;
+}
+
+}  // namespace lorabench::app

@@ -1,0 +1,404 @@
+#include "lorabench/train/plan.hpp"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+
+#include "lorabench/core/error.hpp"
+#include "lorabench/core/strings.hpp"
+#include "lorabench/core/sysinfo.hpp"
+#include "lorabench/io/h5.hpp"
+#include "lorabench/io/run_file.hpp"
+#include "lorabench/io/schema.hpp"
+#include "lorabench/metrics/memory.hpp"
+#include "lorabench/model/layout.hpp"
+#include "lorabench/strategy/strategy.hpp"
+#include "lorabench/train/control.hpp"
+#include "lorabench/train/step_runner.hpp"
+
+namespace lorabench::train {
+
+namespace {
+
+// The probe's micro-batch is at most this many tokens; larger ones are extrapolated linearly in tokens
+// (memory) and by the FLOPs per token (time).
+constexpr int64_t kProbeTokens = 8192;
+
+model::LoraSpec lora_of(const RunConfig& c) {
+  return model::make_lora_spec(c.lora.enabled, c.lora.r, c.lora.alpha, c.lora.dropout, c.lora.rslora, c.lora.targets);
+}
+
+at::ScalarType dtype_of(const RunConfig& c) { return c.model.dtype == "bf16" ? at::kBFloat16 : at::kFloat; }
+
+struct OneProbe {
+  int64_t activations = 0;  // peak tensor bytes of a step above the state held between steps
+  double micro_s = 0, optimizer_s = 0;
+  double layer_s = 0;       // median forward + backward time of one decoder layer (per-unit timing)
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Trains `layers` decoder layers of the configured model for a few steps on one rank (no communicator):
+// the memory of the first measured step, the median step times, and each decoder layer's forward +
+// backward from the per-unit timing hook.
+OneProbe probe_layers(const RunConfig& c, int layers, int micro_batch, int seq) {
+  model::ModelShape shape = model_shape_of(c);
+  shape.layers = layers;
+  const model::ModelLayout layout = model::build_layout(shape, lora_of(c));
+  strategy::StrategySpec spec = strategy_spec_of(c);
+  spec.name = "single";
+  spec.grad_accum = 1;
+  spec.sync_every_micro = false;
+  auto strat = strategy::TrainingStrategy::create(spec, layout, dtype_of(c), nullptr);
+  strategy::InitSource src;
+  src.seed = c.run.seed;
+  strat->initialize(src);
+  data::SyntheticSpec ss;
+  ss.seed = c.run.seed;
+  ss.vocab_size = static_cast<int>(shape.vocab_size);
+  ss.seq_len = seq;
+  ss.micro_batch = micro_batch;
+  auto source = data::make_synthetic_source(ss);
+  StepConfig sc = step_config_of(c);
+  sc.grad_accum = 1;
+  sc.nan_at_step = -1;
+  sc.data_delay_s = 0;
+  sc.slow_factor = 1;
+  sc.schedule.total_steps = 4;
+  std::map<std::string, double> unit_s;  // this step's forward + backward per decoder layer
+  for (const auto& u : layout.units)
+    if (u.kind == model::UnitKind::kLayer) unit_s[u.name] = 0;
+  sc.options.on_unit = [&unit_s](const std::string& unit, model::Pass, double t0, double t1) {
+    auto it = unit_s.find(unit);
+    if (it != unit_s.end()) it->second += t1 - t0;
+  };
+  sc.schedule.total_steps = 8;
+  StepRunner runner(layout, *strat, *source, sc, MPI_COMM_SELF);
+  runner.run(0);  // first touch, kernel selection
+  OneProbe p;
+  std::vector<double> micro, opt, layer;
+  for (int64_t step = 1; step <= 5; ++step) {
+    for (auto& [name, s] : unit_s) s = 0;
+    const int64_t held = metrics::tensor_bytes_current();
+    metrics::reset_tensor_peak();
+    const StepResult r = runner.run(step);
+    if (step == 1) p.activations = metrics::tensor_bytes_peak() - held;
+    micro.push_back(r.times.data + r.times.forward + r.times.backward);
+    opt.push_back(r.times.optimizer);
+    for (const auto& [name, s] : unit_s) layer.push_back(s);
+  }
+  p.micro_s = median(micro);
+  p.optimizer_s = median(opt);
+  p.layer_s = median(layer);
+  return p;
+}
+
+double extrapolate(double one, double two, int layers) { return one + double(layers - 1) * (two - one); }
+
+// nccl-tests' bus factor: busbw = algbw x factor.
+double bus_factor(const std::string& op, int world) {
+  const double w = world;
+  return op == "all_reduce" ? 2 * (w - 1) / w : (w - 1) / w;
+}
+
+double transfer_s(const CommBandwidth& bw, const std::string& op, double bytes, int world) {
+  if (world <= 1 || bytes <= 0) return 0;
+  const double gbps = op == "all_reduce" ? bw.all_reduce : op == "all_gather" ? bw.all_gather : bw.reduce_scatter;
+  if (!(gbps > 0)) return 0;
+  return bytes * bus_factor(op, world) / (gbps * 1e9);
+}
+
+int64_t round_up(int64_t n, int64_t k) { return (n + k - 1) / k * k; }
+
+}  // namespace
+
+// Bus bandwidth of the three collectives on the ranks of this job: 16 MiB fp32, best of 3 after a warm-up.
+CommBandwidth measure_bandwidth(comm::Communicator& comm, MPI_Comm world) {
+  int w = 1;
+  MPI_Comm_size(world, &w);
+  const size_t per_rank = size_t(4) << 20;  // floats
+  std::vector<float> send(per_rank * size_t(w), 1.0f), recv(per_rank * size_t(w), 0.0f);
+  auto best = [&](const std::function<void()>& call) {
+    call();
+    double b = 1e30;
+    for (int i = 0; i < 3; ++i) {
+      MPI_Barrier(world);
+      const double t0 = sys::now_s();
+      call();
+      b = std::min(b, sys::now_s() - t0);
+    }
+    return allreduce_max(world, b);
+  };
+  const double bytes = double(per_rank * size_t(w)) * 4;  // nccl-tests' size: the full buffer
+  const double fw = double(w - 1) / w;
+  CommBandwidth bw;
+  bw.all_reduce = bytes * 2 * fw / best([&] {
+    comm.all_reduce(send.data(), per_rank * size_t(w), comm::DataType::kFloat32, comm::ReduceOp::kSum);
+  }) / 1e9;
+  bw.all_gather = bytes * fw / best([&] {
+    comm.all_gather(send.data(), recv.data(), per_rank, comm::DataType::kFloat32);
+  }) / 1e9;
+  bw.reduce_scatter = bytes * fw / best([&] {
+    comm.reduce_scatter(send.data(), recv.data(), per_rank, comm::DataType::kFloat32, comm::ReduceOp::kSum);
+  }) / 1e9;
+  bw.source = strformat("measured now on %d ranks (16 MiB per rank, fp32, best of 3)", w);
+  return bw;
+}
+
+// One process, no comm file: memcpy bandwidth of 64 MiB as the estimate of a shared-memory transport's
+// bus bandwidth (the ranks of one node exchange through memory).
+CommBandwidth estimate_bandwidth() {
+  const size_t n = size_t(64) << 20;
+  std::vector<char> a(n, 1), b(n, 0);
+  double best = 1e30;
+  for (int i = 0; i < 4; ++i) {
+    const double t0 = sys::now_s();
+    std::memcpy(b.data(), a.data(), n);
+    best = std::min(best, sys::now_s() - t0);
+  }
+  CommBandwidth bw;
+  bw.all_reduce = bw.all_gather = bw.reduce_scatter = double(n) / best / 1e9 / 2;
+  bw.source = strformat("estimate: half the memcpy bandwidth of this process (%.1f GB/s); give --comm RUN.h5 "
+                        "(lorabench comm) or run under mpirun for a measurement", double(n) / best / 1e9);
+  return bw;
+}
+
+CommBandwidth bandwidth_from_file(const std::string& path) {
+  io::RunFileReader r(path);
+  if (r.kind() != schema::kKindComm) throw ConfigError("--comm: " + path + " is not a `lorabench comm` run file");
+  auto t = h5::read_table(r.file(), schema::kCommResults);
+  const auto ops = h5::read_strings(r.file(), schema::kCommOpNames);
+  CommBandwidth bw;
+  std::map<std::string, std::pair<double, double>> best;  // op -> (bytes, busbw) at the largest fp32 size
+  for (size_t i = 0; i < t["op"].size(); ++i) {
+    if (t["dtype"][i] != 0) continue;
+    const std::string op = ops.at(size_t(t["op"][i]));
+    auto& b = best[op];
+    if (t["bytes"][i] >= b.first) b = {t["bytes"][i], t["busbw_GBps"][i]};
+  }
+  bw.all_reduce = best["all_reduce"].second;
+  bw.all_gather = best["all_gather"].second;
+  bw.reduce_scatter = best["reduce_scatter"].second;
+  if (!(bw.all_reduce > 0) && !(bw.all_gather > 0) && !(bw.reduce_scatter > 0))
+    throw ConfigError("--comm: " + path + " has no fp32 all_reduce, all_gather or reduce_scatter rows");
+  // A collective the file lacks takes the bandwidth of one it has.
+  const double any = std::max({bw.all_reduce, bw.all_gather, bw.reduce_scatter});
+  for (double* v : {&bw.all_reduce, &bw.all_gather, &bw.reduce_scatter})
+    if (!(*v > 0)) *v = any;
+  bw.source = path + " (lorabench comm, " + std::to_string(r.ranks()["rank"].size()) + " ranks)";
+  return bw;
+}
+
+ProbeResult probe_model(const RunConfig& c) {
+  const model::ModelShape shape = model_shape_of(c);
+  const int L = static_cast<int>(shape.layers);
+  const int B = c.train.micro_batch;
+  const int64_t T = c.data.seq_len;
+  int Bp = static_cast<int>(std::min<int64_t>(B, kProbeTokens / 2));
+  int64_t Tp = std::min<int64_t>(T, std::max<int64_t>(2, kProbeTokens / Bp));
+  const OneProbe one = probe_layers(c, 1, Bp, static_cast<int>(Tp));
+  const OneProbe two = probe_layers(c, 2, Bp, static_cast<int>(Tp));
+  ProbeResult p;
+  p.tokens = int64_t(B) * T;
+  const double scale_tokens = double(int64_t(B) * T) / double(int64_t(Bp) * Tp);
+  const metrics::LoraSpec ml = metrics::LoraSpec::from_names(c.lora.enabled, c.lora.r, c.lora.targets);
+  const double fpt = double(metrics::training_flops_per_token(flops_shape(shape), ml, T).total());
+  const double fpt_probe = double(metrics::training_flops_per_token(flops_shape(shape), ml, Tp).total());
+  p.activation_bytes = int64_t(std::llround(extrapolate(double(one.activations), double(two.activations), L) * scale_tokens));
+  // Time: the 2-layer model's step with its layers replaced by L of them (the per-layer median is robust
+  // where the difference of two step times is not).
+  p.micro_s = (two.micro_s + double(L - 2) * two.layer_s) * scale_tokens * fpt / fpt_probe;
+  p.optimizer_s = std::max(0.0, extrapolate(one.optimizer_s, two.optimizer_s, L));
+  model::ModelShape s1 = shape;
+  s1.layers = 1;
+  const double layer_flops =
+      (double(metrics::training_flops_per_token(flops_shape(shape), ml, Tp).total()) -
+       double(metrics::training_flops_per_token(flops_shape(s1), ml, Tp).total())) / double(std::max(1, L - 1)) *
+      double(int64_t(Bp) * Tp);
+  const double layer_s = two.layer_s;
+  p.layer_gflops = L > 1 && layer_s > 0 ? layer_flops / layer_s / 1e9 : 0;
+  p.note = strformat("probe: 1- and 2-layer models, micro-batch %d x %lld tokens, %d thread%s", Bp, (long long)Tp,
+                     c.parallel.threads_per_rank, c.parallel.threads_per_rank == 1 ? "" : "s");
+  if (Bp != B || Tp != T)
+    p.note += strformat("; extrapolated to %d x %lld tokens (memory by tokens, time by FLOPs)", B, (long long)T);
+  return p;
+}
+
+int64_t activation_lower_bound(const RunConfig& c) {
+  const model::ModelShape s = model_shape_of(c);
+  const model::LoraSpec lora = lora_of(c);
+  const int64_t N = int64_t(c.train.micro_batch) * c.data.seq_len;
+  const int64_t ds = at::elementSize(dtype_of(c));
+  const int64_t D = s.hidden, I = s.intermediate, H = s.heads, K = s.kv_heads, d = s.head_dim;
+  int64_t lora_cols = 0;
+  if (lora.enabled)
+    for (int i = 0; i < model::kNumProj; ++i) lora_cols += lora.target[i] ? lora.r : 0;
+  // LayerCache: x, rstd1, qkv, attn, lse, x2, rstd2, gu, la[] (see model/qwen2.hpp).
+  const int64_t per_layer =
+      N * (D * ds + 4 + (H + 2 * K) * d * ds + H * d * ds + H * 4 + D * ds + 4 + 2 * I * ds + lora_cols * ds);
+  const int64_t layers = s.layers;
+  if (c.model.activation_checkpointing) return layers * N * D * ds + per_layer + N * D * ds;
+  return layers * per_layer + N * D * ds;
+}
+
+std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const ProbeResult* probe,
+                               const CommBandwidth& bw) {
+  const model::ModelShape shape = model_shape_of(c);
+  const model::ModelLayout layout = model::build_layout(shape, lora_of(c));
+  const at::ScalarType dtype = dtype_of(c);
+  const int64_t ds = at::elementSize(dtype);
+  const int64_t N = int64_t(c.train.micro_batch) * c.data.seq_len, D = shape.hidden;
+  const int64_t pt = layout.trainable_params();
+  // The largest decoder layer unit (FSDP gathers one at a time, plus one prefetched).
+  int64_t layer_c = 0, layer_t = 0;
+  for (const auto& u : layout.units) {
+    if (u.kind != model::UnitKind::kLayer) continue;
+    layer_c = std::max(layer_c, u.compute_numel);
+    layer_t = std::max(layer_t, u.trainable_numel);
+  }
+  const int64_t process = sys::current_rss();
+  const int64_t avail_node = sys::memory_available_bytes();
+  const int cpus = sys::usable_cpus();
+  const int accum = c.train.grad_accum;
+
+  std::vector<PlanRow> rows;
+  for (int w : o.worlds) {
+    std::vector<std::string> strategies = o.strategies;
+    if (strategies.empty())
+      strategies = w == 1 ? std::vector<std::string>{"single"}
+                          : std::vector<std::string>{"ddp", "zero1", "zero2", "fsdp"};
+    for (const auto& st : strategies) {
+      if ((st == "single") != (w == 1)) continue;
+      PlanRow r;
+      r.strategy = st;
+      r.world = w;
+      r.ranks_per_node = o.ranks_per_node > 0 ? std::min(w, o.ranks_per_node) : w;
+      const strategy::MemoryPrediction ms = strategy::predict_model_state(st, layout, dtype, w);
+      r.model_state = ms.total();
+      r.formula = ms.formula;
+      r.activations = probe ? probe->activation_bytes : activation_lower_bound(c);
+      // What the strategy holds beyond its model state at the step's peak.
+      if (st == "zero2") {
+        r.strategy_extra = pt * 4 - pt * 4 / w;  // the full gradient buffer of the micro-step, until reduce-scattered
+      } else if (st == "fsdp") {
+        const int64_t gathered = round_up(layer_c, w) * ds + (layout.full_finetune ? 0 : round_up(layer_t, w) * 4);
+        const int held = c.parallel.prefetch ? 2 : 1;
+        // gathered layers + a layer's full gradient in backward + the vocabulary exchange: every rank's
+        // hidden states (W x N x D in the model dtype) and their fp32 gradient.
+        r.strategy_extra = held * gathered + round_up(layer_t, w) * 4 + (w - 1) * N * D * (ds + 4);
+      }
+      r.tensor_peak = r.model_state + r.activations + r.strategy_extra;
+      r.rss = r.tensor_peak + process;
+      r.available = avail_node >= 0 ? avail_node / r.ranks_per_node : -1;
+      r.fits = r.available < 0 || r.rss <= r.available;
+      if (probe) {
+        const double oversub = std::max(1.0, double(r.ranks_per_node) * c.parallel.threads_per_rank / double(cpus));
+        const double opt_s = (st == "zero1" || st == "zero2" || st == "fsdp") ? probe->optimizer_s / w : probe->optimizer_s;
+        r.compute_s = (accum * probe->micro_s + opt_s) * oversub;
+        const strategy::StrategySpec spec = [&] {
+          RunConfig cc = c;
+          cc.parallel.strategy = st;
+          return strategy_spec_of(cc);
+        }();
+        const int syncs = spec.sync_every_micro ? accum : 1;
+        const double grads = double(pt) * 4;
+        double comm = 0;
+        if (st == "ddp") {
+          comm = syncs * transfer_s(bw, "all_reduce", grads, w);
+        } else if (st == "zero1") {
+          comm = syncs * transfer_s(bw, "all_reduce", grads, w) + transfer_s(bw, "all_gather", grads, w);
+        } else if (st == "zero2") {
+          comm = syncs * transfer_s(bw, "reduce_scatter", grads, w) + transfer_s(bw, "all_gather", grads, w);
+        } else if (st == "fsdp") {
+          const double layers = double(shape.layers);
+          const double per_layer = double(round_up(layer_c, w)) * ds + (layout.full_finetune ? 0 : double(round_up(layer_t, w)) * 4);
+          const double passes = c.parallel.reshard_after_forward ? 2 : 1;
+          const double vocab = double(w * N * D) * (2 * ds + 4);  // embedding out, hidden states in, their gradient
+          comm = accum * (passes * layers * transfer_s(bw, "all_gather", per_layer, w) +
+                          transfer_s(bw, "reduce_scatter", grads, w) + transfer_s(bw, "all_gather", vocab, w));
+        }
+        r.comm_s = comm;
+        r.step_s = r.compute_s + r.comm_s;
+        r.tokens_per_s = double(w) * accum * double(N) / r.step_s;
+      }
+      if (!r.fits)
+        r.note = strformat("does not fit: needs %s per rank, %s available", format_bytes(double(r.rss)).c_str(),
+                           format_bytes(double(r.available)).c_str());
+      rows.push_back(r);
+    }
+  }
+  return rows;
+}
+
+std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, const ProbeResult* probe,
+                          const CommBandwidth& bw) {
+  const model::ModelShape shape = model_shape_of(c);
+  std::string o = strformat(
+      "# lorabench plan: %s, %s, LoRA %s, micro-batch %d x seq %d, grad_accum %d, %d thread%s per rank\n\n",
+      shape.name.c_str(), c.model.dtype.c_str(), c.lora.enabled ? ("r" + std::to_string(c.lora.r)).c_str() : "off",
+      c.train.micro_batch, c.data.seq_len, c.train.grad_accum, c.parallel.threads_per_rank,
+      c.parallel.threads_per_rank == 1 ? "" : "s");
+  o += "| strategy | ranks | ranks/node | model state / rank | formula | activations + workspace | strategy buffers | "
+       "tensor peak / rank | RSS / rank | available / rank | fits | step (s) | compute (s) | comm (s) | tokens/s |\n"
+       "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  auto b = [](int64_t v) { return v < 0 ? std::string("?") : format_bytes(double(v)); };
+  for (const auto& r : rows) {
+    o += strformat("| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |", r.strategy.c_str(), r.world,
+                   r.ranks_per_node, b(r.model_state).c_str(), r.formula.c_str(), b(r.activations).c_str(),
+                   b(r.strategy_extra).c_str(), b(r.tensor_peak).c_str(), b(r.rss).c_str(), b(r.available).c_str(),
+                   r.fits ? "yes" : "**no**");
+    if (probe)
+      o += strformat(" %.3f | %.3f | %.3f | %.1f |\n", r.step_s, r.compute_s, r.comm_s, r.tokens_per_s);
+    else
+      o += " — | — | — | — |\n";
+  }
+  o += "\n";
+  if (probe) {
+    o += strformat("- Activations and time from the %s: one micro-batch forward + backward %.3f s, optimizer %.3f s, "
+                   "activations %s; one decoder layer computes at %.1f GFLOP/s.\n",
+                   probe->note.c_str(), probe->micro_s, probe->optimizer_s,
+                   format_bytes(double(probe->activation_bytes)).c_str(), probe->layer_gflops);
+  } else {
+    o += "- No probe: activations are the lower bound of the saved tensors; no time predicted.\n";
+  }
+  o += strformat("- Bus bandwidth (GB/s): all_reduce %.2f, all_gather %.2f, reduce_scatter %.2f, from %s.\n",
+                 bw.all_reduce, bw.all_gather, bw.reduce_scatter, bw.source.c_str());
+  o += strformat("- This node: %d usable CPUs, %s available; ranks sharing the CPUs are slowed by ranks/node x "
+                 "threads / CPUs when above 1. RSS = tensor peak + this process's own footprint (%s).\n",
+                 sys::usable_cpus(), format_bytes(double(sys::memory_available_bytes())).c_str(),
+                 format_bytes(double(sys::current_rss())).c_str());
+  for (const auto& r : rows)
+    if (!r.note.empty()) o += "- " + r.strategy + " on " + std::to_string(r.world) + ": " + r.note + "\n";
+  return o;
+}
+
+void check_fits_or_throw(const RunConfig& c, int world, int ranks_on_node) {
+  const int64_t avail = sys::memory_available_bytes();
+  if (avail < 0) return;
+  const model::ModelShape shape = model_shape_of(c);
+  const model::ModelLayout layout = model::build_layout(shape, lora_of(c));
+  const strategy::MemoryPrediction ms = strategy::predict_model_state(c.parallel.strategy, layout, dtype_of(c), world);
+  const int64_t act = activation_lower_bound(c);
+  const int64_t need = ms.total() + act;
+  const int64_t per_rank = avail / std::max(1, ranks_on_node);
+  if (need <= per_rank) return;
+  throw ConfigError(strformat(
+      "this run cannot fit: each rank needs at least %s (model state %s = %s, activations of %d x %d tokens at "
+      "least %s), and this node has %s available for %d rank%s (%s each). Lower data.seq_len or "
+      "train.micro_batch, set model.activation_checkpointing = true, shard with parallel.strategy = fsdp, or use "
+      "more nodes; `lorabench plan` predicts each option.",
+      format_bytes(double(need)).c_str(), format_bytes(double(ms.total())).c_str(), ms.formula.c_str(),
+      c.train.micro_batch, c.data.seq_len, format_bytes(double(act)).c_str(), format_bytes(double(avail)).c_str(),
+      ranks_on_node, ranks_on_node == 1 ? "" : "s", format_bytes(double(per_rank)).c_str()));
+}
+
+}  // namespace lorabench::train
