@@ -41,14 +41,14 @@ std::vector<int> parse_worlds(const std::vector<std::string>& args) {
 }  // namespace
 
 int plan_main(MpiSession& mpi, int argc, char** argv) {
-  std::string input, comm_file, out_file, strategies;
+  std::string input, comm_file, out_file, tsv_file, strategies;
   std::vector<std::string> sets, worlds;
   int ranks_per_node = 0;
   bool help = false, no_probe = false;
   po::options_description desc;
   desc.add_options()("help,h", po::bool_switch(&help))("set", po::value(&sets)->composing())(
       "n,n", po::value(&worlds)->composing())("strategy", po::value(&strategies))(
-      "ranks-per-node", po::value(&ranks_per_node))("comm", po::value(&comm_file))("output,o", po::value(&out_file))(
+      "ranks-per-node", po::value(&ranks_per_node))("comm", po::value(&comm_file))("output,o", po::value(&out_file))("tsv", po::value(&tsv_file))(
       "no-probe", po::bool_switch(&no_probe))("input", po::value(&input));
   po::positional_options_description pos;
   pos.add("input", 1);
@@ -73,6 +73,7 @@ int plan_main(MpiSession& mpi, int argc, char** argv) {
           "  --comm RUN.h5   bus bandwidths from a `lorabench comm` run file (default: measured on the ranks\n"
           "                  of this job under mpirun, else estimated from memcpy)\n"
           "  -o FILE         also write the table to FILE\n"
+          "  --tsv FILE      the rows as tab-separated values (bytes and seconds) for scripts\n"
           "  --no-probe      memory lower bound only, no time (instant)\n");
     return input.empty() && !help ? 2 : 0;
   }
@@ -104,6 +105,17 @@ int plan_main(MpiSession& mpi, int argc, char** argv) {
   const auto rows = train::make_plan(cfg, o, o.probe ? &probe : nullptr, bw);
   const std::string md = train::plan_markdown(cfg, rows, o.probe ? &probe : nullptr, bw);
   std::printf("%s", md.c_str());
+  if (!tsv_file.empty()) {
+    std::ofstream f(tsv_file);
+    f << "strategy\tworld\tranks_per_node\tmodel_state_bytes\tactivation_bytes\tstrategy_extra_bytes\t"
+         "tensor_peak_bytes\trss_bytes\tavailable_bytes\tfits\tstep_s\tcompute_s\tcomm_s\ttokens_per_s\n";
+    for (const auto& r : rows)
+      f << r.strategy << '\t' << r.world << '\t' << r.ranks_per_node << '\t' << r.model_state << '\t' << r.activations
+        << '\t' << r.strategy_extra << '\t' << r.tensor_peak << '\t' << r.rss << '\t' << r.available << '\t'
+        << (r.fits ? 1 : 0) << '\t' << r.step_s << '\t' << r.compute_s << '\t' << r.comm_s << '\t' << r.tokens_per_s
+        << '\n';
+    if (!f) throw IoError(tsv_file + ": cannot write");
+  }
   if (!out_file.empty()) {
     std::ofstream f(out_file);
     f << md;
