@@ -99,7 +99,14 @@ int plan_main(MpiSession& mpi, int argc, char** argv) {
   } else {
     bw = train::estimate_bandwidth();
   }
-  if (mpi.rank() != 0) return 0;
+  if (mpi.rank() != 0) {
+    train::quiet_barrier(mpi.world());  // sleep while rank 0 probes
+    return 0;
+  }
+  struct Release {  // the other ranks leave when rank 0 is done, also when it throws
+    MPI_Comm w;
+    ~Release() { train::quiet_barrier(w); }
+  } release{mpi.world()};
   train::ProbeResult probe;
   if (o.probe) probe = train::probe_model(cfg);
   const auto rows = train::make_plan(cfg, o, o.probe ? &probe : nullptr, bw);

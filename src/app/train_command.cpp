@@ -323,7 +323,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
       }
       run->flush();
     }
-    LB_MPI_CHECK(MPI_Barrier(mpi.world()));
+    train::quiet_barrier(mpi.world());  // the other ranks sleep while rank 0 probes
   }
 
   train::TrainEnv env;

@@ -1,5 +1,8 @@
 #include "lorabench/train/control.hpp"
 
+#include <chrono>
+#include <thread>
+
 #include "lorabench/core/mpi_session.hpp"
 
 namespace lorabench::train {
@@ -62,6 +65,17 @@ std::string broadcast_string(MPI_Comm comm, const std::string& s) {
   out.resize(static_cast<size_t>(n));
   if (n > 0) LB_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, 0, comm));
   return out;
+}
+
+void quiet_barrier(MPI_Comm comm) {
+  MPI_Request req;
+  LB_MPI_CHECK(MPI_Ibarrier(comm, &req));
+  int done = 0;
+  for (;;) {
+    LB_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 bool broadcast_status(MPI_Comm comm, bool ok, std::string& message) {

@@ -80,6 +80,35 @@ case "$case_name" in
     run 2 bad2.log "$lorabench" "${tiny[@]}" --set run.name=bad --set data.eval_samples=4
     expect_in bad2.log "train.eval_every: is 0 but a held-out set is configured"
     ;;
+  plan)
+    # lorabench plan: every strategy at 1, 2 and 4 ranks, with the probe; single's tensor peak is the
+    # measured one exactly (the probe runs the same code) and a run records the same prediction.
+    run 0 plan.md "$lorabench" plan "$src/inputs/tiny.ini" --tsv plan.tsv
+    for row in "single | 1" "ddp | 2" "zero1 | 2" "zero2 | 2" "fsdp | 2" "ddp | 4" "fsdp | 4"; do
+      expect_in plan.md "| $row |"
+    done
+    expect_in plan.md "Activations and time from the probe: 1- and 2-layer models, micro-batch 2 x 32 tokens"
+    [[ $(wc -l <plan.tsv) -eq 10 ]] || fail "plan.tsv: expected a header and 9 rows"
+    predicted=$(awk -F'\t' '$1 == "single" { print $7 }' plan.tsv)
+    run 0 log "$lorabench" "${tiny[@]}" --set run.name=measured --set run.predict=true
+    measured=$(h5attr out/measured/run.h5 /metrics/summary/mem_peak_bytes_max)
+    recorded=$(h5attr out/measured/run.h5 /metrics/summary/predicted_tensor_peak_bytes)
+    # (h5dump prints 6 significant digits)
+    awk -v p="$predicted" -v m="$measured" -v r="$recorded" \
+      'function d(a, b) { return (a > b ? a - b : b - a) / b } BEGIN { exit !(d(p, m) < 1e-5 && d(r, m) < 1e-5) }' ||
+      fail "single's predicted tensor peak $predicted (recorded $recorded) is not the measured $measured"
+    # Without the probe: the lower bound, no time. Bad arguments are configuration errors.
+    run 0 noprobe.md "$lorabench" plan "$src/inputs/tiny.ini" --no-probe -n 2 --strategy fsdp
+    expect_in noprobe.md "No probe: activations are the lower bound"
+    run 2 bad.txt "$lorabench" plan "$src/inputs/tiny.ini" -n 0
+    expect_in bad.txt "plan: -n expects rank counts >= 1"
+    run 2 bad.txt "$lorabench" plan "$src/inputs/tiny.ini" --strategy zero3
+    expect_in bad.txt 'unknown strategy "zero3"'
+    # A run that cannot fit is refused before anything is written, with the numbers.
+    run 2 huge.txt "$lorabench" "${tiny[@]}" --set run.name=huge --set data.seq_len=1000000 --set train.micro_batch=64
+    expect_re huge.txt "this run cannot fit: each rank needs at least [0-9.]+ [GT]iB \(model state"
+    [[ ! -e out/huge ]] || fail "a refused run created its directory"
+    ;;
   help)
     run 0 log "$lorabench" --help
     expect_in log "subcommands:"

@@ -24,6 +24,10 @@ std::vector<double> gather_to_root(MPI_Comm comm, const std::vector<double>& val
 std::vector<std::vector<double>> gatherv_to_root(MPI_Comm comm, const std::vector<double>& values);
 // Rank 0's string on every rank.
 std::string broadcast_string(MPI_Comm comm, const std::string& s);
+
+// A barrier that sleeps instead of spinning (MPI_Ibarrier tested every millisecond): ranks that wait while
+// one rank measures something (the planner's probe) must not take the CPUs it measures on.
+void quiet_barrier(MPI_Comm comm);
 // Rank 0 decides (ok, message); every rank gets it.
 bool broadcast_status(MPI_Comm comm, bool ok, std::string& message);
 
