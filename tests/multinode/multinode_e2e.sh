@@ -47,9 +47,13 @@ cluster="$work/cluster"
 rm -rf "$work"
 mkdir -p "$work"
 
+# The script's own stdout/stderr, for down(): a signal's trap runs inside whatever redirection the
+# interrupted command had (run() sends a case's output to a file).
+exec 3>&1 4>&2
 down() {
   local rc=$?
   trap - EXIT INT TERM
+  exec 1>&3 2>&4
   if [ $rc -ne 0 ] && [ -d "$cluster/log" ]; then
     echo "--- cluster logs (last lines) ---" >&2
     tail -n 15 "$cluster"/log/*.log >&2 || true
