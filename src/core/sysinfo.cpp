@@ -136,7 +136,8 @@ bool reset_peak_rss() {
 
 std::vector<std::pair<std::string, std::string>> relevant_environment() {
   static const char* kPrefixes[] = {"OMP_", "OPENBLAS_", "MKL_", "ATEN_", "DNNL_", "ONEDNN_", "SLURM_",
-                                    "OMPI_COMM_WORLD", "PMIX_RANK", "NCCL_", "CUDA_VISIBLE", "LORABENCH_"};
+                                    "OMPI_COMM_WORLD", "OMPI_MCA_", "UCX_", "PMIX_RANK", "NCCL_", "CUDA_VISIBLE",
+                                    "LORABENCH_"};
   std::vector<std::pair<std::string, std::string>> out;
   for (char** e = environ; e && *e; ++e) {
     std::string kv(*e);

@@ -9,6 +9,8 @@
 #include <map>
 #include <tuple>
 
+#include <unistd.h>
+
 #include "lorabench/config/paths.hpp"
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/hash.hpp"
@@ -264,6 +266,38 @@ void validate_checkpoint_config(const RunConfig& c) {
                     join(problems, "\n  "));
 }
 
+namespace {
+
+// Collective. Every rank reads the checkpoint it resumes from (Checkpointer::resume), but rank 0 alone
+// writes checkpoints, so on node-local storage (run.output_dir on a disk of rank 0's node) they exist only
+// there. Refused here on every rank, naming the file and the hosts that lack it, before the run directory
+// is touched; otherwise the other nodes' ranks fail later with "missing" and the run file is already renamed.
+void require_visible_everywhere(const std::string& path, MPI_Comm world) {
+  int n = 0;
+  LB_MPI_CHECK(MPI_Comm_size(world, &n));
+  int visible = fs::is_regular_file(path) ? 1 : 0;
+  std::vector<int> vis(static_cast<size_t>(n));
+  LB_MPI_CHECK(MPI_Allgather(&visible, 1, MPI_INT, vis.data(), 1, MPI_INT, world));
+  if (std::all_of(vis.begin(), vis.end(), [](int v) { return v == 1; })) return;
+  constexpr int kHostLen = 256;
+  char mine[kHostLen] = {};
+  gethostname(mine, kHostLen - 1);
+  std::vector<char> hosts(static_cast<size_t>(n) * kHostLen);
+  LB_MPI_CHECK(MPI_Allgather(mine, kHostLen, MPI_CHAR, hosts.data(), kHostLen, MPI_CHAR, world));
+  std::map<std::string, std::vector<int>> blind;  // host -> ranks that cannot see the file
+  for (int r = 0; r < n; ++r)
+    if (!vis[static_cast<size_t>(r)]) blind[std::string(&hosts[static_cast<size_t>(r) * kHostLen])].push_back(r);
+  std::vector<std::string> where;
+  for (const auto& [host, ranks] : blind) where.push_back("node " + host + " (rank(s) " + format_rank_list(ranks) + ")");
+  throw ConfigError("checkpoint.resume: " + resolve_path(path) + " is not visible from " + join(where, ", ") +
+                    ": every rank reads the checkpoint it resumes from, but rank 0 alone wrote it, on " +
+                    std::string(&hosts[0]) +
+                    "; run.output_dir is on storage that not every node sees (node-local scratch?). Put run.output_dir "
+                    "on a file system every node mounts, or copy the run directory to one and resume from there");
+}
+
+}  // namespace
+
 ResumePoint select_resume_checkpoint(const RunConfig& c, const std::string& run_dir, int world_size, MPI_Comm world) {
   ResumePoint rp;
   if (c.checkpoint.resume == "none") return rp;
@@ -325,6 +359,7 @@ ResumePoint select_resume_checkpoint(const RunConfig& c, const std::string& run_
   long long step = rp.step;
   LB_MPI_CHECK(MPI_Bcast(&step, 1, MPI_LONG_LONG, 0, world));
   rp.step = step;
+  require_visible_everywhere(rp.path, world);
   return rp;
 }
 

@@ -14,15 +14,6 @@ src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 fresh_dir "$work"
 
-# ranks_column FILE NAME: one column of the /ranks table, comma-separated in row order.
-ranks_column() {
-  h5dump -d /ranks "$1" | awk -v want="$2" '
-    /^ *H5T_[A-Z0-9_]+ "[^"]+";/ { match($0, /"[^"]+"/); cols[n++] = substr($0, RSTART + 1, RLENGTH - 2) }
-    /^ *DATA \{/ { data = 1; next }
-    data && /^ *-?[0-9]+,?$/ { gsub(/[ ,]/, ""); if (cols[m++ % n] == want) out = out (out == "" ? "" : ",") $0 }
-    END { print out }'
-}
-
 case "$case_name" in
   emulated_nodes)
     "${mpiexec[@]}" -n 4 "$lorabench" "$src/inputs/tiny.ini" --set parallel.strategy=ddp \

@@ -29,3 +29,12 @@ expect_re() { grep -qE -- "$2" "$1" || { cat "$1" >&2; fail "no line matching /$
 count_in() { grep -cF -- "$2" "$1" || true; }
 # h5attr FILE OBJECT/NAME: an attribute's value as h5dump prints it, without quotes.
 h5attr() { h5dump -a "$2" "$1" | sed -n 's/^ *(0): //p' | head -n 1 | tr -d '"'; }
+
+# ranks_column FILE NAME: one column of the /ranks table, comma-separated in row order.
+ranks_column() {
+  h5dump -d /ranks "$1" | awk -v want="$2" '
+    /^ *H5T_[A-Z0-9_]+ "[^"]+";/ { match($0, /"[^"]+"/); cols[n++] = substr($0, RSTART + 1, RLENGTH - 2) }
+    /^ *DATA \{/ { data = 1; next }
+    data && /^ *-?[0-9]+,?$/ { gsub(/[ ,]/, ""); if (cols[m++ % n] == want) out = out (out == "" ? "" : ",") $0 }
+    END { print out }'
+}

@@ -25,7 +25,8 @@ int64_t current_rss();
 int64_t peak_rss();
 bool reset_peak_rss();
 
-// Environment variables relevant to provenance (threads, MPI, Slurm, NCCL, CUDA, BLAS), sorted.
+// Environment variables relevant to provenance (threads, MPI and its MCA/UCX network settings, Slurm, NCCL,
+// CUDA, BLAS), sorted.
 std::vector<std::pair<std::string, std::string>> relevant_environment();
 std::string getenv_or(const char* name, const std::string& fallback);
 
