@@ -291,7 +291,9 @@ std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const P
         r.strategy_extra = pt * 4 - pt * 4 / w;  // the full gradient buffer of the micro-step, until reduce-scattered
       } else if (st == "fsdp") {
         const int64_t gathered = round_up(layer_c, w) * ds + (layout.full_finetune ? 0 : round_up(layer_t, w) * 4);
-        const int held = c.parallel.prefetch ? 2 : 1;
+        // A prefetched second layer only where prefetch is not bounded by the step's peak: bounded
+        // (parallel.prefetch_within_peak), it is never gathered while the peak is reached.
+        const int held = c.parallel.prefetch && !c.parallel.prefetch_within_peak ? 2 : 1;
         // gathered layers + a layer's full gradient in backward + the vocabulary exchange: every rank's
         // hidden states (W x N x D in the model dtype) and their fp32 gradient.
         r.strategy_extra = held * gathered + round_up(layer_t, w) * 4 + (w - 1) * N * D * (ds + 4);
