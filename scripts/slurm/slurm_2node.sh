@@ -22,7 +22,7 @@ holder=$(cat "$pf")
 ns=$(cat "$nf")
 [ "$(readlink "/proc/$holder/ns/net" 2>/dev/null)" = "$ns" ] || die "$node's namespaces are gone (holder $holder)"
 export SLURM_CONF="$BASE/slurm.conf"
-on() { nsenter -t "$(cat "$BASE/run/ns-$1.pid")" -n -u -m --wd="$PWD" -- "${@:2}"; }
+on() { nsenter -t "$(cat "$BASE/run/ns-$1.pid")" -n -u -m -r --wd="$PWD" -- "${@:2}"; }
 node_pids() {
   local d
   for d in /proc/[0-9]*; do
@@ -34,7 +34,7 @@ node_pids() {
 case "$cmd" in
   exec)
     [ $# -ge 1 ] || die "exec: no command"
-    exec nsenter -t "$holder" -n -u -m --wd="$PWD" -- "$@"
+    exec nsenter -t "$holder" -n -u -m -r --wd="$PWD" -- "$@"
     ;;
   pids) node_pids ;;
   crash)

@@ -83,7 +83,7 @@ on() {  # on NODE_INDEX CMD...: CMD inside that node's namespaces, in this direc
   local p
   p=$(cat "$BASE/run/ns-${NODES[$1]}.pid")
   shift
-  nsenter -t "$p" -n -u -m --wd="$PWD" -- "$@"
+  nsenter -t "$p" -n -u -m -r --wd="$PWD" -- "$@"
 }
 
 # The link: created inside lbnode0 with its peer placed straight into lbnode1, so no end is ever in this
