@@ -90,6 +90,7 @@ int plan_main(MpiSession& mpi, int argc, char** argv) {
   o.ranks_per_node = ranks_per_node;
   o.probe = !no_probe;
 
+  o.node_cpus = train::node_cpus(mpi.world());
   train::CommBandwidth bw;
   if (!comm_file.empty()) {
     bw = train::bandwidth_from_file(comm_file);
@@ -110,7 +111,7 @@ int plan_main(MpiSession& mpi, int argc, char** argv) {
   train::ProbeResult probe;
   if (o.probe) probe = train::probe_model(cfg);
   const auto rows = train::make_plan(cfg, o, o.probe ? &probe : nullptr, bw);
-  const std::string md = train::plan_markdown(cfg, rows, o.probe ? &probe : nullptr, bw);
+  const std::string md = train::plan_markdown(cfg, rows, o.probe ? &probe : nullptr, bw, o.node_cpus);
   std::printf("%s", md.c_str());
   if (!tsv_file.empty()) {
     std::ofstream f(tsv_file);

@@ -298,6 +298,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
 
   // The planner's prediction for this very run, recorded beside what it measures (lorabench plan).
   if (cfg.run.predict) {
+    const int cpus = train::node_cpus(mpi.world());
     const train::CommBandwidth bw =
         mpi.size() > 1 ? train::measure_bandwidth(*comm, mpi.world()) : train::estimate_bandwidth();
     if (run) {
@@ -307,6 +308,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
       po.worlds = {mpi.size()};
       po.strategies = {cfg.parallel.strategy};
       po.ranks_per_node = topo.host_local_size;
+      po.node_cpus = cpus;
       const auto rows = train::make_plan(cfg, po, &probe, bw);
       if (!rows.empty()) {
         const train::PlanRow& p = rows.front();

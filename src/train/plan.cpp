@@ -1,6 +1,7 @@
 #include "lorabench/train/plan.hpp"
 
 #include <ATen/ATen.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include <memory>
 
 #include "lorabench/core/error.hpp"
+#include "lorabench/core/mpi_session.hpp"
 #include "lorabench/core/strings.hpp"
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/io/h5.hpp"
@@ -28,6 +30,9 @@ namespace {
 // The probe's micro-batch is at most this many tokens; larger ones are extrapolated linearly in tokens
 // (memory) and by the FLOPs per token (time).
 constexpr int64_t kProbeTokens = 8192;
+// Timed steps per probed model: at least 5, and more until this many seconds were measured (at most 40).
+constexpr double kProbeSeconds = 2.0;
+constexpr int64_t kProbeMaxSteps = 40;
 
 model::LoraSpec lora_of(const RunConfig& c) {
   return model::make_lora_spec(c.lora.enabled, c.lora.r, c.lora.alpha, c.lora.dropout, c.lora.rslora, c.lora.targets);
@@ -81,18 +86,22 @@ OneProbe probe_layers(const RunConfig& c, int layers, int micro_batch, int seq) 
     auto it = unit_s.find(unit);
     if (it != unit_s.end()) it->second += t1 - t0;
   };
-  sc.schedule.total_steps = 8;
+  sc.schedule.total_steps = kProbeMaxSteps + 1;
   StepRunner runner(layout, *strat, *source, sc, MPI_COMM_SELF);
   runner.run(0);  // first touch, kernel selection
   OneProbe p;
   std::vector<double> micro, opt, layer;
-  for (int64_t step = 1; step <= 5; ++step) {
+  // At least 5 measured steps and kProbeSeconds of them: on a shared machine whose speed drifts, a median
+  // over a second or two is what a run's mean over its steps compares with.
+  double measured = 0;
+  for (int64_t step = 1; step <= kProbeMaxSteps && (step <= 5 || measured < kProbeSeconds); ++step) {
     for (auto& [name, s] : unit_s) s = 0;
     const int64_t held = metrics::tensor_bytes_current();
     metrics::reset_tensor_peak();
     const StepResult r = runner.run(step);
     if (step == 1) p.activations = metrics::tensor_bytes_peak() - held;
     micro.push_back(r.times.data + r.times.forward + r.times.backward);
+    measured += r.times.step;
     opt.push_back(r.times.optimizer);
     for (const auto& [name, s] : unit_s) layer.push_back(s);
   }
@@ -170,6 +179,21 @@ CommBandwidth estimate_bandwidth() {
   bw.source = strformat("estimate: half the memcpy bandwidth of this process (%.1f GB/s); give --comm RUN.h5 "
                         "(lorabench comm) or run under mpirun for a measurement", double(n) / best / 1e9);
   return bw;
+}
+
+int node_cpus(MPI_Comm world) {
+  MPI_Comm node;
+  LB_MPI_CHECK(MPI_Comm_split_type(world, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0)
+    for (int c = 0; c < sys::online_cpus() && c < CPU_SETSIZE; ++c) CPU_SET(c, &set);
+  std::vector<unsigned char> bytes(sizeof set);
+  std::memcpy(bytes.data(), &set, sizeof set);
+  LB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, bytes.data(), int(bytes.size()), MPI_UNSIGNED_CHAR, MPI_BOR, node));
+  std::memcpy(&set, bytes.data(), sizeof set);
+  LB_MPI_CHECK(MPI_Comm_free(&node));
+  return std::max(1, CPU_COUNT(&set));
 }
 
 CommBandwidth bandwidth_from_file(const std::string& path) {
@@ -267,7 +291,7 @@ std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const P
   }
   const int64_t process = sys::current_rss();
   const int64_t avail_node = sys::memory_available_bytes();
-  const int cpus = sys::usable_cpus();
+  const int cpus = o.node_cpus > 0 ? o.node_cpus : sys::usable_cpus();
   const int accum = c.train.grad_accum;
 
   std::vector<PlanRow> rows;
@@ -342,7 +366,7 @@ std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const P
 }
 
 std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, const ProbeResult* probe,
-                          const CommBandwidth& bw) {
+                          const CommBandwidth& bw, int cpus) {
   const model::ModelShape shape = model_shape_of(c);
   std::string o = strformat(
       "# lorabench plan: %s, %s, LoRA %s, micro-batch %d x seq %d, grad_accum %d, %d thread%s per rank\n\n",
@@ -376,7 +400,7 @@ std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, 
                  bw.all_reduce, bw.all_gather, bw.reduce_scatter, bw.source.c_str());
   o += strformat("- This node: %d usable CPUs, %s available; ranks sharing the CPUs are slowed by ranks/node x "
                  "threads / CPUs when above 1. RSS = tensor peak + this process's own footprint (%s).\n",
-                 sys::usable_cpus(), format_bytes(double(sys::memory_available_bytes())).c_str(),
+                 cpus, format_bytes(double(sys::memory_available_bytes())).c_str(),
                  format_bytes(double(sys::current_rss())).c_str());
   for (const auto& r : rows)
     if (!r.note.empty()) o += "- " + r.strategy + " on " + std::to_string(r.world) + ": " + r.note + "\n";

@@ -60,6 +60,7 @@ struct PlanOptions {
   std::vector<int> worlds;              // world sizes to plan (e.g. 1, 2, 4)
   std::vector<std::string> strategies;  // empty: every strategy that applies
   int ranks_per_node = 0;               // 0: min(world, SLURM_NTASKS_PER_NODE or world)
+  int node_cpus = 0;                    // CPUs the node's ranks may use; 0: this process's (usable_cpus)
   std::string comm_file;                // a `lorabench comm` run file for the bandwidths
   bool probe = true;                    // false: no probe (the analytic lower bound only)
 };
@@ -69,6 +70,10 @@ struct PlanOptions {
 CommBandwidth measure_bandwidth(comm::Communicator& comm, MPI_Comm world);
 // One process: half the memcpy bandwidth of 64 MiB, as an estimate for ranks that share a node's memory.
 CommBandwidth estimate_bandwidth();
+
+// Collective. The CPUs the ranks of this node may run on together: the union of their affinity masks
+// (each rank bound to its own core sees one CPU; the job has them all).
+int node_cpus(MPI_Comm world);
 
 // Bus bandwidths from a comm run file (fp32 rows at the largest size measured).
 CommBandwidth bandwidth_from_file(const std::string& path);
@@ -87,7 +92,7 @@ std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const P
 
 // Markdown table of the rows, with the inputs they rest on.
 std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, const ProbeResult* probe,
-                          const CommBandwidth& bw);
+                          const CommBandwidth& bw, int cpus);
 
 // The start-of-training check: ConfigError with the numbers when this rank's model state plus the
 // activation lower bound exceeds the memory available to each rank of this node.
