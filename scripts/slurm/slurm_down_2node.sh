@@ -13,30 +13,9 @@ BASE=${1:-${SLURM_BASE:-${TMPDIR:-/tmp}/lorabench-slurm2-$(id -u)}}
 conf="$BASE/slurm.conf"
 NODES=(lbnode0 lbnode1)
 
-# alive PIDFILE NAME: prints the PID when it runs and /proc/PID/comm is NAME.
-alive() {
-  [ -s "$1" ] || return 1
-  local pid
-  pid=$(cat "$1" 2>/dev/null) || return 1
-  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
-  [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ] || return 1
-  echo "$pid"
-}
-# running PID: true while PID exists and is not a zombie.
-running() {
-  local st
-  st=$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null) || return 1
-  [ -n "$st" ] && [ "$st" != Z ]
-}
-# stop PID NAME: TERM, KILL after 15 s; 1 when it is still there.
-stop() {
-  kill -TERM "$1" 2>/dev/null
-  for _ in $(seq 1 150); do running "$1" || return 0; sleep 0.1; done
-  kill -KILL "$1" 2>/dev/null
-  for _ in $(seq 1 50); do running "$1" || return 0; sleep 0.1; done
-  echo "slurm_down_2node: $2 ($1) did not stop" >&2
-  return 1
-}
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 # holder NODE: the PID of the node's namespace holder, when it still holds the recorded network namespace.
 holder() {
   local pf="$BASE/run/ns-$1.pid" nf="$BASE/run/ns-$1.net" pid
@@ -70,16 +49,8 @@ if [ -f "$conf" ] && h0=$(holder "${NODES[0]}") && alive "$BASE/run/slurmctld.pi
 fi
 
 rc=0
-for d in slurmd-${NODES[0]}:slurmd slurmd-${NODES[1]}:slurmd slurmctld:slurmctld munged:munged; do
-  pf="$BASE/run/${d%%:*}.pid"
-  pid=$(alive "$pf" "${d#*:}") || { rm -f "$pf"; continue; }
-  if stop "$pid" "${d%%:*}"; then
-    echo "slurm_down_2node: ${d%%:*} ($pid) stopped"
-    rm -f "$pf"
-  else
-    rc=1
-  fi
-done
+stop_daemons slurm_down_2node "$BASE" "slurmd-${NODES[0]}:slurmd" "slurmd-${NODES[1]}:slurmd" slurmctld:slurmctld \
+  munged:munged || rc=1
 
 # The nodes: whatever still runs inside them (job steps, ranks), then the holder.
 for n in "${NODES[@]}"; do
@@ -91,7 +62,7 @@ for n in "${NODES[@]}"; do
     # shellcheck disable=SC2086
     kill -KILL $left 2>/dev/null
   fi
-  stop "$h" "$n namespace holder" || rc=1
+  stop_pid "$h" || { echo "slurm_down_2node: $n namespace holder ($h) did not stop" >&2; rc=1; }
   for _ in $(seq 1 50); do
     [ -z "$(in_netns "$ns")" ] && break
     sleep 0.1
@@ -105,11 +76,5 @@ for n in "${NODES[@]}"; do
   fi
 done
 
-if [ -s "$BASE/munge/socket_dir" ]; then
-  sock_dir=$(cat "$BASE/munge/socket_dir")
-  case "$sock_dir" in
-    "$BASE"/*) ;;
-    */lorabench-munge2-*) rm -rf "$sock_dir" ;;
-  esac
-fi
+remove_munge_socket_dir "$BASE" munge2
 exit $rc

@@ -30,6 +30,8 @@ NODE=$(hostname -s)
 USER_NAME=$(id -un)
 
 die() { echo "slurm_up: $*" >&2; exit 1; }
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 for b in munged mungekey slurmctld slurmd sbatch srun sinfo scontrol; do
   command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] ||
@@ -128,44 +130,10 @@ NodeName=$NODE NodeAddr=127.0.0.1 $LAYOUT RealMemory=$MEM_MB $GRES_NODE State=UN
 PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
 EOF
 
-# Slurm 22.05's slurmd loads a cgroup plugin even with proctrack/linuxproc and task/none, and its
-# autodetection fails where /sys/fs/cgroup is no cgroup mount (containers, chroots). None of the plugins
-# configured above uses cgroups, so there the v1 plugin is named explicitly: it loads without a hierarchy.
-case "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null || true)" in
-  cgroup2fs | tmpfs) rm -f "$BASE/cgroup.conf" ;;
-  *) printf 'CgroupPlugin=cgroup/v1\nIgnoreSystemd=yes\n' >"$BASE/cgroup.conf" ;;
-esac
+write_cgroup_conf "$BASE"
 
-# munge: a private key and socket, so the system's munged (if any) is neither needed nor disturbed.
-# munged insists that everyone may search every directory above its socket. A BASE under a private home
-# (/root is 0700 on a fresh Debian) is not, so the socket then lives in its own directory under /tmp.
-world_searchable() {
-  local d=$1 perm
-  while [ "$d" != / ] && [ -n "$d" ]; do
-    perm=$(stat -c %A "$d")
-    case "${perm:9:1}" in x | t) ;; *) return 1 ;; esac
-    d=$(dirname "$d")
-  done
-}
-SOCK_DIR="$BASE/munge"
-if ! world_searchable "$BASE/munge"; then
-  SOCK_DIR="${TMPDIR:-/tmp}/lorabench-munge-$(id -u)-$(printf %s "$BASE" | cksum | cut -d' ' -f1)"
-  world_searchable "$(dirname "$SOCK_DIR")" || die "no directory for munged's socket: $(dirname "$SOCK_DIR") is private"
-  mkdir -p "$SOCK_DIR"
-  chmod 0755 "$SOCK_DIR"
-fi
-echo "$SOCK_DIR" >"$BASE/munge/socket_dir"
+start_munge "$BASE" munge
 sed -i "s|^AuthInfo=socket=.*|AuthInfo=socket=$SOCK_DIR/munge.socket|" "$BASE/slurm.conf"
-if [ ! -s "$BASE/munge/munge.key" ]; then
-  mungekey --create --keyfile="$BASE/munge/munge.key" --bits=1024
-fi
-chmod 0400 "$BASE/munge/munge.key"
-munged_args=(--socket="$SOCK_DIR/munge.socket" --key-file="$BASE/munge/munge.key"
-             --pid-file="$BASE/run/munged.pid" --log-file="$BASE/log/munged.log"
-             --seed-file="$BASE/munge/munged.seed")
-munged "${munged_args[@]}" || die "munged did not start ($BASE/log/munged.log)"
-munge --socket="$SOCK_DIR/munge.socket" -n </dev/null | unmunge --socket="$SOCK_DIR/munge.socket" >/dev/null ||
-  die "munge round trip failed ($BASE/log/munged.log)"
 
 export SLURM_CONF="$BASE/slurm.conf"
 slurmctld -c -f "$SLURM_CONF" || die "slurmctld did not start ($BASE/log/slurmctld.log)"

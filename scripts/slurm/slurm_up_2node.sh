@@ -28,6 +28,8 @@ ADDRS=(10.77.0.1 10.77.0.2)
 IFACE=lbnet
 
 die() { echo "slurm_up_2node: $*" >&2; exit 1; }
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 [ "$(id -u)" -eq 0 ] || die "needs root: network namespaces and veth pairs need CAP_NET_ADMIN"
 for b in unshare nsenter ip munged mungekey munge unmunge slurmctld slurmd sinfo scontrol; do
@@ -101,38 +103,9 @@ for _ in $(seq 1 50); do
 done
 [ "$ok" -eq 1 ] || die "the veth link did not come up"
 
-# munge: a private key and socket (the system's munged, if any, is neither needed nor disturbed). munged
-# insists that everyone may search every directory above its socket; under a private home the socket
-# lives in its own directory under /tmp instead (as in slurm_up.sh).
-world_searchable() {
-  local d=$1 perm
-  while [ "$d" != / ] && [ -n "$d" ]; do
-    perm=$(stat -c %A "$d")
-    case "${perm:9:1}" in x | t) ;; *) return 1 ;; esac
-    d=$(dirname "$d")
-  done
-}
-SOCK_DIR="$BASE/munge"
-if ! world_searchable "$BASE/munge"; then
-  SOCK_DIR="${TMPDIR:-/tmp}/lorabench-munge2-$(id -u)-$(printf %s "$BASE" | cksum | cut -d' ' -f1)"
-  world_searchable "$(dirname "$SOCK_DIR")" || die "no directory for munged's socket: $(dirname "$SOCK_DIR") is private"
-  mkdir -p "$SOCK_DIR"
-  chmod 0755 "$SOCK_DIR"
-fi
-echo "$SOCK_DIR" >"$BASE/munge/socket_dir"
-[ -s "$BASE/munge/munge.key" ] || mungekey --create --keyfile="$BASE/munge/munge.key" --bits=1024
-chmod 0400 "$BASE/munge/munge.key"
-munged --socket="$SOCK_DIR/munge.socket" --key-file="$BASE/munge/munge.key" --pid-file="$BASE/run/munged.pid" \
-  --log-file="$BASE/log/munged.log" --seed-file="$BASE/munge/munged.seed" || die "munged did not start"
-munge --socket="$SOCK_DIR/munge.socket" -n </dev/null | unmunge --socket="$SOCK_DIR/munge.socket" >/dev/null ||
-  die "munge round trip failed"
+start_munge "$BASE" munge2
 
-# Slurm 22.05's slurmd loads a cgroup plugin even with proctrack/linuxproc and task/none; where
-# /sys/fs/cgroup is no cgroup mount the v1 plugin is named explicitly (as in slurm_up.sh).
-case "$(stat -f -c %T /sys/fs/cgroup 2>/dev/null || true)" in
-  cgroup2fs | tmpfs) rm -f "$BASE/cgroup.conf" ;;
-  *) printf 'CgroupPlugin=cgroup/v1\nIgnoreSystemd=yes\n' >"$BASE/cgroup.conf" ;;
-esac
+write_cgroup_conf "$BASE"
 
 USER_NAME=$(id -un)
 FIRST_JOB_ID=$(( $(date +%s) % 60000000 + 1000 ))
