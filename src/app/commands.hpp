@@ -2,6 +2,8 @@
 // subcommand) and returns the process exit code; errors are exceptions handled once in main().
 #pragma once
 
+#include <boost/program_options.hpp>
+
 #include <string>
 #include <vector>
 
@@ -13,6 +15,11 @@ namespace lorabench::app {
 // The input file read on rank 0, broadcast and parsed with the --set overrides on every rank
 // (ConfigError naming the file when it cannot be read).
 RunConfig read_run_config(MpiSession& mpi, const std::string& input, const std::vector<std::string>& sets);
+
+// Parses a command line of `desc`'s options with one positional INPUT.ini into *input; a bad command line
+// is a ConfigError "<what>: <problem> (<help>)".
+void parse_input_command_line(int argc, char** argv, boost::program_options::options_description& desc,
+                              std::string* input, const std::string& what, const std::string& help);
 
 int train_main(MpiSession& mpi, int argc, char** argv);  // lorabench INPUT.ini [--set k=v ...]
 int keys_main(MpiSession& mpi, int argc, char** argv);   // lorabench keys [--markdown]

@@ -48,17 +48,9 @@ int plan_main(MpiSession& mpi, int argc, char** argv) {
   po::options_description desc;
   desc.add_options()("help,h", po::bool_switch(&help))("set", po::value(&sets)->composing())(
       "n,n", po::value(&worlds)->composing())("strategy", po::value(&strategies))(
-      "ranks-per-node", po::value(&ranks_per_node))("comm", po::value(&comm_file))("output,o", po::value(&out_file))("tsv", po::value(&tsv_file))(
-      "no-probe", po::bool_switch(&no_probe))("input", po::value(&input));
-  po::positional_options_description pos;
-  pos.add("input", 1);
-  try {
-    po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw ConfigError(std::string("plan: ") + e.what() + " (lorabench plan --help)");
-  }
+      "ranks-per-node", po::value(&ranks_per_node))("comm", po::value(&comm_file))(
+      "output,o", po::value(&out_file))("tsv", po::value(&tsv_file))("no-probe", po::bool_switch(&no_probe));
+  parse_input_command_line(argc, argv, desc, &input, "plan", "lorabench plan --help");
   if (help || input.empty()) {
     if (mpi.rank() == 0)
       std::printf(

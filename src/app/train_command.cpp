@@ -132,13 +132,9 @@ RunConfig read_run_config(MpiSession& mpi, const std::string& input, const std::
   return parse_run_config(input, text, sets);
 }
 
-int train_main(MpiSession& mpi, int argc, char** argv) {
-  std::string input;
-  std::vector<std::string> sets;
-  bool help = false, print_config = false;
-  po::options_description desc;
-  desc.add_options()("help,h", po::bool_switch(&help))("set", po::value(&sets)->composing())(
-      "print-config", po::bool_switch(&print_config))("input", po::value(&input));
+void parse_input_command_line(int argc, char** argv, po::options_description& desc, std::string* input,
+                              const std::string& what, const std::string& help) {
+  desc.add_options()("input", po::value(input));
   po::positional_options_description pos;
   pos.add("input", 1);
   try {
@@ -146,8 +142,18 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
     po::store(po::command_line_parser(argc, argv).options(desc).positional(pos).run(), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    throw ConfigError(std::string("command line: ") + e.what() + " (lorabench --help)");
+    throw ConfigError(what + ": " + e.what() + " (" + help + ")");
   }
+}
+
+int train_main(MpiSession& mpi, int argc, char** argv) {
+  std::string input;
+  std::vector<std::string> sets;
+  bool help = false, print_config = false;
+  po::options_description desc;
+  desc.add_options()("help,h", po::bool_switch(&help))("set", po::value(&sets)->composing())(
+      "print-config", po::bool_switch(&print_config));
+  parse_input_command_line(argc, argv, desc, &input, "command line", "lorabench --help");
   if (help) {
     if (mpi.rank() == 0) print_train_help();
     return 0;

@@ -24,6 +24,7 @@
 #include "lorabench/lora/adapter.hpp"
 #include "lorabench/model/shape.hpp"
 #include "lorabench/train/control.hpp"
+#include "lorabench/train/step_runner.hpp"
 #include "lorabench/optim/schedule.hpp"
 
 namespace fs = std::filesystem;
@@ -102,16 +103,6 @@ int64_t attr_int(const io::CheckpointContents& c, const std::string& group, cons
   if (v == nullptr || !std::holds_alternative<int64_t>(*v))
     throw IoError(c.path + ": missing integer attribute /" + group + " " + name);
   return std::get<int64_t>(*v);
-}
-
-optim::ScheduleSpec schedule_of(const RunConfig& c) {
-  optim::ScheduleSpec s;
-  s.kind = c.train.schedule;
-  s.lr = c.train.lr;
-  s.min_lr = c.train.min_lr;
-  s.warmup_steps = c.train.warmup_steps;
-  s.total_steps = c.run.steps;
-  return s;
 }
 
 // The schedule and optimizer settings a run may change on resume (a warning lists what changed).

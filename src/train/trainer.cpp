@@ -96,6 +96,16 @@ strategy::StrategySpec strategy_spec_of(const RunConfig& c) {
   return sp;
 }
 
+optim::ScheduleSpec schedule_of(const RunConfig& c) {
+  optim::ScheduleSpec s;
+  s.kind = c.train.schedule;
+  s.lr = c.train.lr;
+  s.min_lr = c.train.min_lr;
+  s.warmup_steps = c.train.warmup_steps;
+  s.total_steps = c.run.steps;
+  return s;
+}
+
 StepConfig step_config_of(const RunConfig& c) {
   StepConfig sc;
   sc.grad_accum = c.train.grad_accum;
@@ -106,11 +116,7 @@ StepConfig step_config_of(const RunConfig& c) {
   sc.adamw.beta2 = c.train.beta2;
   sc.adamw.eps = c.train.eps;
   sc.adamw.weight_decay = c.train.weight_decay;
-  sc.schedule.kind = c.train.schedule;
-  sc.schedule.lr = c.train.lr;
-  sc.schedule.min_lr = c.train.min_lr;
-  sc.schedule.warmup_steps = c.train.warmup_steps;
-  sc.schedule.total_steps = c.run.steps;
+  sc.schedule = schedule_of(c);
   sc.options.activation_checkpointing = c.model.activation_checkpointing;
   if (!c.model.fused_head) sc.options.head_chunk = 0;
   sc.nan_at_step = c.fault.nan_at_step;

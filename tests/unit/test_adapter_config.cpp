@@ -1,27 +1,16 @@
 // The adapter's base model name and configuration checks (lorabench/lora/adapter.hpp).
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "lorabench/lora/adapter.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace lorabench;
 
-namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "lorabench-adapter-XXXXXX").string();
-    path = mkdtemp(t.data());
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
-}  // namespace
+using lbtest::TempDir;
 
 TEST(AdapterConfig, BaseModelIsWhatPeftCanFind) {
   TempDir t;

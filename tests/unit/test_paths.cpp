@@ -1,28 +1,17 @@
 // Run names and the path rule (lorabench/config/paths.hpp; docs/input-reference.md "Paths and run names").
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "lorabench/config/options.hpp"
 #include "lorabench/config/paths.hpp"
+#include "temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using namespace lorabench;
 
-namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "lorabench-paths-XXXXXX").string();
-    path = mkdtemp(t.data());
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
-}  // namespace
+using lbtest::TempDir;
 
 TEST(Paths, DefaultRunNameSaysInputStrategyAndRanks) {
   EXPECT_EQ(default_run_name("inputs/ddp.ini", "ddp", 2), "ddp-n2");
