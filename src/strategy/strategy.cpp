@@ -30,6 +30,11 @@ std::vector<int> backward_order(const model::ModelLayout& m) {
 
 void fill_unit(const model::ModelLayout& m, int u, const InitSource& src, const at::Tensor& compute,
                const at::Tensor& trainable) {
+  if (!src.random_values) {
+    compute.fill_(0.01);
+    if (trainable.defined()) trainable.fill_(0.01);
+    return;
+  }
   if (src.snapshot == nullptr) {
     model::init_unit(m, u, compute, trainable, src.seed);
     return;

@@ -31,7 +31,7 @@ namespace {
 // (memory) and by the FLOPs per token (time).
 constexpr int64_t kProbeTokens = 8192;
 // Timed steps per probed model: at least 5, and more until this many seconds were measured (at most 40).
-constexpr double kProbeSeconds = 2.0;
+constexpr double kProbeSeconds = 1.0;
 constexpr int64_t kProbeMaxSteps = 40;
 
 model::LoraSpec lora_of(const RunConfig& c) {
@@ -55,7 +55,7 @@ double median(std::vector<double> v) {
 // Trains `layers` decoder layers of the configured model for a few steps on one rank (no communicator):
 // the memory of the first measured step, the median step times, and each decoder layer's forward +
 // backward from the per-unit timing hook.
-OneProbe probe_layers(const RunConfig& c, int layers, int micro_batch, int seq) {
+OneProbe probe_layers(const RunConfig& c, int layers, int micro_batch, int seq, bool timed) {
   model::ModelShape shape = model_shape_of(c);
   shape.layers = layers;
   const model::ModelLayout layout = model::build_layout(shape, lora_of(c));
@@ -66,6 +66,7 @@ OneProbe probe_layers(const RunConfig& c, int layers, int micro_batch, int seq) 
   auto strat = strategy::TrainingStrategy::create(spec, layout, dtype_of(c), nullptr);
   strategy::InitSource src;
   src.seed = c.run.seed;
+  src.random_values = false;
   strat->initialize(src);
   data::SyntheticSpec ss;
   ss.seed = c.run.seed;
@@ -94,7 +95,9 @@ OneProbe probe_layers(const RunConfig& c, int layers, int micro_batch, int seq) 
   // At least 5 measured steps and kProbeSeconds of them: on a shared machine whose speed drifts, a median
   // over a second or two is what a run's mean over its steps compares with.
   double measured = 0;
-  for (int64_t step = 1; step <= kProbeMaxSteps && (step <= 5 || measured < kProbeSeconds); ++step) {
+  const int64_t min_steps = timed ? 5 : 1;  // untimed: the memory of one step is all that is used
+  for (int64_t step = 1; step <= kProbeMaxSteps && (step <= min_steps || (timed && measured < kProbeSeconds));
+       ++step) {
     for (auto& [name, s] : unit_s) s = 0;
     const int64_t held = metrics::tensor_bytes_current();
     metrics::reset_tensor_peak();
@@ -134,7 +137,8 @@ int64_t round_up(int64_t n, int64_t k) { return (n + k - 1) / k * k; }
 CommBandwidth measure_bandwidth(comm::Communicator& comm, MPI_Comm world) {
   int w = 1;
   MPI_Comm_size(world, &w);
-  const size_t per_rank = size_t(4) << 20;  // floats
+  // 16 MiB in all (nccl-tests' size: the full buffer), whatever the world size: memory stays bounded.
+  const size_t per_rank = std::max<size_t>(1, (size_t(4) << 20) / size_t(w));  // floats
   std::vector<float> send(per_rank * size_t(w), 1.0f), recv(per_rank * size_t(w), 0.0f);
   auto best = [&](const std::function<void()>& call) {
     call();
@@ -147,7 +151,7 @@ CommBandwidth measure_bandwidth(comm::Communicator& comm, MPI_Comm world) {
     }
     return allreduce_max(world, b);
   };
-  const double bytes = double(per_rank * size_t(w)) * 4;  // nccl-tests' size: the full buffer
+  const double bytes = double(per_rank * size_t(w)) * 4;
   const double fw = double(w - 1) / w;
   CommBandwidth bw;
   bw.all_reduce = bytes * 2 * fw / best([&] {
@@ -159,7 +163,7 @@ CommBandwidth measure_bandwidth(comm::Communicator& comm, MPI_Comm world) {
   bw.reduce_scatter = bytes * fw / best([&] {
     comm.reduce_scatter(send.data(), recv.data(), per_rank, comm::DataType::kFloat32, comm::ReduceOp::kSum);
   }) / 1e9;
-  bw.source = strformat("measured now on %d ranks (16 MiB per rank, fp32, best of 3)", w);
+  bw.source = strformat("measured now on %d ranks (16 MiB buffers, fp32, best of 3)", w);
   return bw;
 }
 
@@ -214,11 +218,17 @@ CommBandwidth bandwidth_from_file(const std::string& path) {
   bw.reduce_scatter = best["reduce_scatter"].second;
   if (!(bw.all_reduce > 0) && !(bw.all_gather > 0) && !(bw.reduce_scatter > 0))
     throw ConfigError("--comm: " + path + " has no fp32 all_reduce, all_gather or reduce_scatter rows");
-  // A collective the file lacks takes the bandwidth of one it has.
+  // A collective the file lacks takes the best bandwidth of those it has, and the source says so.
   const double any = std::max({bw.all_reduce, bw.all_gather, bw.reduce_scatter});
-  for (double* v : {&bw.all_reduce, &bw.all_gather, &bw.reduce_scatter})
-    if (!(*v > 0)) *v = any;
+  std::vector<std::string> assumed;
+  for (auto [v, name] : {std::pair<double*, const char*>{&bw.all_reduce, "all_reduce"},
+                         {&bw.all_gather, "all_gather"}, {&bw.reduce_scatter, "reduce_scatter"}}) {
+    if (*v > 0) continue;
+    *v = any;
+    assumed.push_back(name);
+  }
   bw.source = path + " (lorabench comm, " + std::to_string(r.ranks()["rank"].size()) + " ranks)";
+  if (!assumed.empty()) bw.source += "; not measured there, assumed as fast as the best: " + join(assumed, ", ");
   return bw;
 }
 
@@ -229,8 +239,10 @@ ProbeResult probe_model(const RunConfig& c) {
   const int64_t T = c.data.seq_len;
   int Bp = static_cast<int>(std::min<int64_t>(B, kProbeTokens / 2));
   int64_t Tp = std::min<int64_t>(T, std::max<int64_t>(2, kProbeTokens / Bp));
-  const OneProbe one = probe_layers(c, 1, Bp, static_cast<int>(Tp));
-  const OneProbe two = probe_layers(c, 2, Bp, static_cast<int>(Tp));
+  // Memory from both; time from the 2-layer model only (its per-layer median), so the 1-layer one runs
+  // a single measured step.
+  const OneProbe one = probe_layers(c, 1, Bp, static_cast<int>(Tp), false);
+  const OneProbe two = probe_layers(c, 2, Bp, static_cast<int>(Tp), true);
   ProbeResult p;
   p.tokens = int64_t(B) * T;
   const double scale_tokens = double(int64_t(B) * T) / double(int64_t(Bp) * Tp);
@@ -241,7 +253,9 @@ ProbeResult probe_model(const RunConfig& c) {
   // Time: the 2-layer model's step with its layers replaced by L of them (the per-layer median is robust
   // where the difference of two step times is not).
   p.micro_s = (two.micro_s + double(L - 2) * two.layer_s) * scale_tokens * fpt / fpt_probe;
-  p.optimizer_s = std::max(0.0, extrapolate(one.optimizer_s, two.optimizer_s, L));
+  // The update's time follows the trainable parameters, which (LoRA or full fine-tuning alike) are almost all
+  // in the decoder layers.
+  p.optimizer_s = two.optimizer_s * double(L) / 2.0;
   model::ModelShape s1 = shape;
   s1.layers = 1;
   const double layer_flops =

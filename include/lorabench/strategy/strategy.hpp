@@ -43,6 +43,9 @@ struct StrategySpec {
 struct InitSource {
   uint64_t seed = 0;                        // random init (and LoRA init) seed
   const model::Snapshot* snapshot = nullptr;  // base weights, or nullptr for random init
+  // false: every weight is a small constant instead (the planner's probe: memory and time do not depend on
+  // the values, and drawing a vocabulary-sized embedding from a normal distribution costs seconds)
+  bool random_values = true;
 };
 
 // Model-state memory of one rank in bytes, from the ZeRO paper's accounting (what the strategy keeps
