@@ -16,6 +16,7 @@ class TimedWork final : public Work {
   TimedWork(std::unique_ptr<Work> inner, int64_t seq) : inner_(std::move(inner)), seq_(seq) {}
   void wait() override { inner_->wait(); }
   bool test() override { return inner_->test(); }
+  bool wait_on_device() override { return inner_->wait_on_device(); }
   int64_t seq() const { return seq_; }
 
  private:
@@ -202,7 +203,9 @@ void Communicator::wait(const std::unique_ptr<Work>& w) {
     }
   }
   if (entry >= 0) pending_[entry].begin = timer_->mark();
-  w->wait();
+  if (wait_observer_) wait_observer_(true);
+  if (!(device_waits_ && w->wait_on_device())) w->wait();
+  if (wait_observer_) wait_observer_(false);
   if (entry >= 0) pending_[entry].end = timer_->mark();
   stats_.wait_s += sys::now_s() - t0;
 }
@@ -215,7 +218,9 @@ void Communicator::timed_external(const std::function<void()>& call) {
     entry = record_arrival(kControlCollective, 0) - first_seq_;
     pending_[entry].begin = pending_[entry].arrive;  // blocking: blocked from the moment it arrives
   }
+  if (wait_observer_) wait_observer_(true);
   call();
+  if (wait_observer_) wait_observer_(false);
   if (entry >= 0) pending_[entry].end = timer_->mark();
   stats_.wait_s += sys::now_s() - t0;
 }

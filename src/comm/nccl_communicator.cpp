@@ -2,9 +2,13 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "lorabench/comm/nccl_communicator.hpp"
 #include "lorabench/core/error.hpp"
@@ -86,11 +90,74 @@ struct NcclState {
   cudaStream_t stream = nullptr;
   cudaEvent_t inputs_ready = nullptr;  // recorded on the legacy default stream before each collective
   void* scratch = nullptr;             // one int32 on the device (barrier)
-  bool aborted = false;
-  std::string abort_reason;
+  std::atomic<bool> aborted{false};
+  std::string abort_reason;            // written before `aborted` is set
+  std::mutex abort_mu;
+
+  // The watchdog: collectives the compute stream waits for without the host (Work::wait_on_device) are
+  // watched by a thread, which aborts the communicator when one fails or outlives timeout_s (the host may
+  // be blocked in a CUDA synchronisation behind it; the abort lets the stream drain and the next
+  // collective throw). Started with the first device wait.
+  struct Watched {
+    cudaEvent_t done;
+    double deadline;
+    std::string what;
+  };
+  std::mutex watch_mu;
+  std::condition_variable watch_cv;
+  std::vector<Watched> watched;
+  std::thread watchdog;
+  bool stop_watchdog = false;
+
+  void watch(cudaEvent_t done, const std::string& what) {
+    std::lock_guard<std::mutex> lock(watch_mu);
+    if (!watchdog.joinable()) watchdog = std::thread([this] { watch_loop(); });
+    watched.push_back({done, timeout_s > 0 ? sys::now_s() + timeout_s : 1e300, what});
+  }
+
+  void watch_loop() {
+    cudaSetDevice(device);
+    std::unique_lock<std::mutex> lock(watch_mu);
+    while (!stop_watchdog) {
+      watch_cv.wait_for(lock, std::chrono::milliseconds(20));
+      for (size_t i = 0; i < watched.size();) {
+        Watched& w = watched[i];
+        const cudaError_t e = cudaEventQuery(w.done);
+        std::string why;
+        if (e == cudaErrorNotReady && sys::now_s() > w.deadline) {
+          why = strformat("%s: %s did not complete within %.1f s (a rank is stuck or has failed); the NCCL "
+                          "communicator was aborted",
+                          rank_tag().c_str(), w.what.c_str(), timeout_s);
+        } else if (e != cudaSuccess && e != cudaErrorNotReady) {
+          why = rank_tag() + " " + w.what + ": CUDA error " + cudaGetErrorName(e) + "; the NCCL communicator was aborted";
+        } else if (e == cudaErrorNotReady && comm != nullptr) {
+          ncclResult_t async = ncclSuccess;
+          if (ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
+            why = rank_tag() + " " + w.what + ": NCCL error " + ncclGetErrorString(async) + "; the NCCL communicator was aborted";
+        }
+        if (!why.empty()) {
+          log::error(why);
+          abort(why);
+        }
+        if (e == cudaErrorNotReady && why.empty()) {
+          ++i;
+          continue;
+        }
+        cudaEventDestroy(w.done);
+        watched.erase(watched.begin() + long(i));
+      }
+    }
+  }
 
   ~NcclState() {
+    {
+      std::lock_guard<std::mutex> lock(watch_mu);
+      stop_watchdog = true;
+    }
+    watch_cv.notify_all();
+    if (watchdog.joinable()) watchdog.join();
     cudaSetDevice(device);
+    for (auto& w : watched) cudaEventDestroy(w.done);
     if (comm != nullptr && !aborted) {
       cudaStreamSynchronize(stream);
       ncclCommDestroy(comm);
@@ -100,11 +167,13 @@ struct NcclState {
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
 
-  // Aborts the NCCL communicator once (kernels in flight are cancelled); later calls throw `why`.
+  // Aborts the NCCL communicator once (kernels in flight are cancelled); later calls throw `why`. The
+  // host thread and the watchdog may both call it.
   void abort(const std::string& why) {
+    std::lock_guard<std::mutex> lock(abort_mu);
     if (aborted) return;
-    aborted = true;
     abort_reason = why;
+    aborted = true;
     if (comm != nullptr) ncclCommAbort(comm);
     comm = nullptr;
   }
@@ -123,7 +192,7 @@ class NcclWork final : public Work {
         log::error(std::string("destroying an unfinished NCCL collective: ") + e.what());
       }
     }
-    cudaEventDestroy(done_event_);
+    if (done_event_ != nullptr) cudaEventDestroy(done_event_);
   }
   NcclWork(const NcclWork&) = delete;
   NcclWork& operator=(const NcclWork&) = delete;
@@ -131,6 +200,18 @@ class NcclWork final : public Work {
   cudaEvent_t event() const { return done_event_; }
 
   bool test() override { return done_ || poll(); }
+
+  // The legacy default stream (libtorch's compute stream) waits for the collective's event; the event goes
+  // to the watchdog, which owns it from here.
+  bool wait_on_device() override {
+    if (done_) return true;
+    if (st_->aborted) throw CommError("NCCL communicator was aborted: " + st_->abort_reason);
+    LB_CUDA_CHECK(cudaStreamWaitEvent(cudaStreamLegacy, done_event_, 0));
+    st_->watch(done_event_, what_);
+    done_event_ = nullptr;
+    done_ = true;
+    return true;
+  }
 
   void wait() override {
     const double start = sys::now_s();

@@ -19,3 +19,6 @@ if(LORABENCH_HAVE_NCCL)
     set_tests_properties(test_comm_nccl_gpu_np${n} PROPERTIES LABELS gpu TIMEOUT 300 SKIP_RETURN_CODE 77)
   endforeach()
 endif()
+
+# MPI behind the staging decorator (device buffers through host copies), with a counting host "device".
+lorabench_mpi_test(test_comm_staging SOURCES ${_d}/test_comm_staging.cpp LIBS lorabench_comm RANKS 2 4 TIMEOUT 300)

@@ -46,6 +46,10 @@ class Work {
   virtual ~Work() = default;
   virtual void wait() = 0;
   virtual bool test() = 0;
+  // Instead of blocking the host: orders the device's compute stream after this collective (what is
+  // queued there afterwards runs once it has completed), and returns true; the Work then counts as done
+  // for the host. False where the backend cannot (the host must wait()): every backend but NCCL.
+  virtual bool wait_on_device() { return false; }
 };
 
 // Bytes this rank handed to each collective (the payload: count x element size of the send side), and
@@ -112,8 +116,12 @@ class Communicator {
   void barrier() { wait(barrier_async()); }
 
   // Waits on `w` and adds the blocked time to stats().wait_s (and, with the timeline on, marks the blocked
-  // span of w's collective).
+  // span of w's collective). With device waits on (set_device_waits), a Work that can makes the compute
+  // stream wait instead of the host (Work::wait_on_device): the host goes on queueing work, and the
+  // blocked span marked on a device timer is the time the compute stream stood still.
   void wait(const std::unique_ptr<Work>& w);
+  void set_device_waits(bool on) { device_waits_ = on; }
+  bool device_waits() const { return device_waits_; }
 
   // Drives progress of outstanding non-blocking operations (MPI needs calls into the library to move
   // data). Cheap; the trainer calls it between layers in backward.
@@ -142,6 +150,9 @@ class Communicator {
   // arrival is marked. The trainer's fault.slow_rank stretches the compute that precedes each
   // collective here. Empty (the default) = nothing.
   void set_before_issue(std::function<void()> hook) { before_issue_ = std::move(hook); }
+  // Called with true just before this rank blocks in wait() or timed_external(), and with false just after
+  // (the trainer's phase clock marks the blocked spans on the device's timer). Empty (the default) = nothing.
+  void set_wait_observer(std::function<void(bool blocked)> observer) { wait_observer_ = std::move(observer); }
 
  protected:
   virtual std::unique_ptr<Work> do_all_reduce(void* buf, size_t count, DataType t, ReduceOp op) = 0;
@@ -173,6 +184,8 @@ class Communicator {
   std::vector<PendingTiming> pending_;
   int64_t first_seq_ = 0;  // timeline sequence number of pending_[0]
   std::function<void()> before_issue_;
+  std::function<void(bool)> wait_observer_;
+  bool device_waits_ = false;
 };
 
 // A Work that is already complete (a collective on one rank, or one finished synchronously).
