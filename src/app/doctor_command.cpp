@@ -7,6 +7,7 @@
 // Every rank checks itself; rank 0 prints one report (or one JSON object). Exit 1 when a check fails
 // (with --strict also on warnings), 0 otherwise. This is the one lorabench TU outside the model code
 // that includes ATen (for the thread counts); it never includes <torch/torch.h>.
+#include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 #include <hdf5.h>
@@ -26,6 +27,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/comm/nccl_communicator.hpp"
 #include "lorabench/comm/topology.hpp"
 #include "lorabench/core/error.hpp"
@@ -33,8 +35,11 @@
 #include "lorabench/core/strings.hpp"
 #include "lorabench/core/version.hpp"
 #include "lorabench/core/sysinfo.hpp"
+#include "lorabench/device/device.hpp"
+#include "lorabench/device/torch_device.hpp"
 #include "lorabench/io/h5.hpp"
 #include "lorabench/metrics/papi.hpp"
+#include "lorabench/train/control.hpp"
 
 namespace lorabench::app {
 
@@ -430,6 +435,74 @@ Check check_cuda(const comm::Topology& t) {
   return c;
 }
 
+// Collective: the device each rank trains on with parallel.device = auto, and a 4 MiB all-reduce of device
+// memory among all ranks over the backend training would use: NCCL with one GPU per rank, MPI staged
+// through host memory where ranks share a GPU. Not run (INFO) unless every rank sees a GPU.
+Check check_gpu_collective(MPI_Comm world, const comm::Topology& t, int n) {
+  Check c{"gpu_collective"};
+  const int visible = device::cuda_visible_devices();
+  int mine = device::cuda_built() && visible > 0 ? 1 : 0, all = 0;
+  LB_MPI_CHECK(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, world));
+  if (!all) {
+    c.status = Status::kInfo;
+    c.message = device::cuda_built() ? "not run: a rank sees no CUDA device (training runs on CPUs)"
+                                     : "not run: this build has no CUDA path";
+    return c;
+  }
+  // First every rank opens its device (a rank that cannot must not leave the others in a collective).
+  std::string err;
+  device::Choice ch;
+  std::unique_ptr<device::Device> dev;
+  try {
+    device::ChoiceInputs in;
+    in.cuda_built = true;
+    in.nccl_built = comm::nccl_built();
+    in.visible = visible;
+    in.local_rank = t.host_local_rank;
+    in.local_size = t.host_local_size;
+    ch = device::choose(in);
+    dev = device::make_device(ch);
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  if (!train::agree_status(world, err.empty(), err)) {
+    c.status = Status::kFail;
+    c.message = err;
+    return c;
+  }
+  const std::vector<std::string> uuids = train::allgather_strings(world, dev->uuid());
+  const std::vector<std::string> hosts = train::allgather_strings(world, t.ranks[size_t(t.rank)].host);
+  for (size_t a = 0; a < uuids.size(); ++a)
+    for (size_t b = a + 1; b < uuids.size(); ++b)
+      if (uuids[a] == uuids[b] && hosts[a] == hosts[b]) ch.backend = "mpi";  // a shared GPU: MPI, staged
+  try {
+    std::unique_ptr<comm::Communicator> cm =
+        ch.backend == "nccl" ? comm::make_nccl_communicator(world, dev->index(), comm::NcclOptions{60})
+                             : device::make_staging_communicator(comm::make_mpi_communicator(world), *dev);
+    const double mine_value = double(cm->rank() + 1);
+    at::Tensor x = at::full({1 << 20}, mine_value, at::TensorOptions().dtype(at::kFloat).device(device::torch_device(*dev)));
+    cm->all_reduce(x.data_ptr(), size_t(x.numel()), comm::DataType::kFloat32, comm::ReduceOp::kSum);  // warm-up
+    x.fill_(mine_value);
+    dev->synchronize();
+    const double t0 = sys::now_s();
+    cm->all_reduce(x.data_ptr(), size_t(x.numel()), comm::DataType::kFloat32, comm::ReduceOp::kSum);
+    dev->synchronize();
+    const double ms = (sys::now_s() - t0) * 1e3;
+    const bool right = x.eq(double(n) * (n + 1) / 2).all().item<bool>();
+    c.details = {{"device", dev->str()}, {"backend", ch.backend}, {"allreduce_ms", ms}};
+    if (!right) throw Error("the all-reduce returned wrong values on " + dev->str());
+    c.message = strformat("%s on %s: 4 MiB all-reduce across %d ranks in %.2f ms, correct", ch.backend.c_str(),
+                          dev->str().c_str(), n, ms);
+  } catch (const std::exception& e) {
+    err = e.what();
+  }
+  if (!train::agree_status(world, err.empty(), err)) {
+    c.status = Status::kFail;
+    c.message = err;
+  }
+  return c;
+}
+
 Check check_libtorch(const comm::Topology& t) {
   Check c{"libtorch"};
   const int intra = at::get_num_threads();
@@ -566,6 +639,7 @@ int doctor_main(MpiSession& mpi, int argc, char** argv) {
   out_dir = from_json(json::parse(broadcast_string(rank == 0 ? to_json(out_dir).dump() : "", world)));
   checks.push_back(out_dir);
   checks.push_back(check_hdf5(dir, out_dir.status != Status::kFail, world, rank, n));
+  checks.push_back(check_gpu_collective(world, topo, n));
 
   // Per-rank checks, merged on rank 0.
   std::vector<Check> mine = {check_papi(), check_cuda(topo), check_libtorch(topo), check_blas(topo)};

@@ -24,6 +24,7 @@
 #include "lorabench/core/strings.hpp"
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/core/version.hpp"
+#include "lorabench/device/device.hpp"
 #include "lorabench/io/run_file.hpp"
 #include "lorabench/lora/adapter.hpp"
 #include "lorabench/metrics/memory.hpp"
@@ -61,6 +62,52 @@ void set_threads(int n) {
   at::set_num_threads(n);
   using SetFn = void (*)(int);
   if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(n);
+}
+
+// Collective: this rank's device (parallel.device, parallel.backend; docs/gpu.md), the CUDA device opened
+// in `gpu` when it is one. Every rank gets the same kind and backend, and two ranks of one host share a GPU
+// only with the mpi backend (NCCL refuses two ranks of a communicator on one device); anything else is a
+// ConfigError on every rank, naming the key.
+device::Choice choose_device(MPI_Comm world, const RunConfig& cfg, const comm::Topology& topo,
+                             std::unique_ptr<device::Device>& gpu) {
+  device::ChoiceInputs in;
+  in.requested = cfg.parallel.device;
+  in.backend = cfg.parallel.backend;
+  in.cuda_built = device::cuda_built();
+  in.nccl_built = comm::nccl_built();
+  in.visible = device::cuda_visible_devices();
+  in.local_rank = topo.host_local_rank;
+  in.local_size = topo.host_local_size;
+  device::Choice ch;
+  bool ok = true;
+  std::string err;
+  try {
+    ch = device::choose(in);
+    if (ch.kind == device::Kind::kCuda) gpu = device::make_device(ch);
+  } catch (const Error& e) {
+    ok = false;
+    err = e.what();
+  }
+  if (!train::agree_status(world, ok, err)) throw ConfigError(cfg.input_path + ": " + err);
+
+  const std::vector<std::string> kinds = train::allgather_strings(world, device::kind_name(ch.kind) + (":" + ch.backend));
+  for (size_t r = 1; r < kinds.size(); ++r)
+    if (kinds[r] != kinds[0])
+      throw ConfigError(cfg.input_path + ": parallel.device: rank 0 runs on " + kinds[0] + " but rank " +
+                        std::to_string(r) + " on " + kinds[r] + " (device:backend; nodes with and without GPUs in "
+                        "one job): set parallel.device and parallel.backend explicitly");
+  if (ch.kind == device::Kind::kCuda) {
+    const std::vector<std::string> uuids = train::allgather_strings(world, gpu->uuid());
+    for (size_t a = 0; a < uuids.size(); ++a)
+      for (size_t b = a + 1; b < uuids.size(); ++b) {
+        if (uuids[a] != uuids[b] || topo.ranks[a].host != topo.ranks[b].host || ch.backend == "mpi") continue;
+        throw ConfigError(cfg.input_path + ": parallel.backend: ranks " + std::to_string(a) + " and " +
+                          std::to_string(b) + " on " + topo.ranks[a].host + " share " + uuids[a] +
+                          ", and NCCL needs one GPU per rank: launch one rank per GPU (srun --gpus-per-task=1), "
+                          "or set parallel.backend = mpi to share the GPU (buffers staged through host memory)");
+      }
+  }
+  return ch;
 }
 
 io::KeyValues provenance(const MpiSession& mpi, const comm::Topology& topo, const RunConfig& cfg, int argc,
@@ -170,7 +217,8 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   ValidationContext vctx;
   vctx.world_size = mpi.size();
   vctx.nccl_built = comm::nccl_built();
-  vctx.cuda_available = comm::cuda_device_count() > 0;
+  vctx.cuda_available = device::cuda_visible_devices() > 0;
+  vctx.cuda_built = device::cuda_built();
   validate_run_config(cfg, vctx);
   train::validate_checkpoint_config(cfg);
   if (print_config) {
@@ -183,10 +231,14 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   model::set_fused_cpu_kernels(cfg.model.fused_kernels);
 
   comm::Topology topo = comm::discover_topology(mpi.world(), cfg.parallel.emulate_nodes, 0);
-  if (cfg.parallel.backend == "nccl")
-    throw ConfigError("parallel.backend: nccl needs the model on CUDA devices, and lorabench's training path "
-                      "runs on CPU tensors only (the NCCL backend serves `lorabench comm`; use mpi to train)");
-  std::unique_ptr<comm::Communicator> comm = comm::make_mpi_communicator(mpi.world());
+  std::unique_ptr<device::Device> gpu;
+  const device::Choice choice = choose_device(mpi.world(), cfg, topo, gpu);
+  device::Device& dev = gpu ? *gpu : device::cpu_device();
+  if (dev.is_cuda()) topo = comm::discover_topology(mpi.world(), cfg.parallel.emulate_nodes, device::cuda_visible_devices());
+  // The data plane: NCCL on the GPU, or MPI (staging device buffers through pinned host memory on a GPU).
+  std::unique_ptr<comm::Communicator> comm =
+      choice.backend == "nccl" ? comm::make_nccl_communicator(mpi.world(), dev.index())
+                               : device::make_staging_communicator(comm::make_mpi_communicator(mpi.world()), dev);
   if (cfg.fault.comm_delay_ms > 0) comm = comm::make_delayed_communicator(std::move(comm), cfg.fault.comm_delay_ms / 1000.0);
 
   // The files the input names exist (checked before anything is written), and the run's name: with
@@ -211,7 +263,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
     if (!problems.empty()) {
       ok = false;
       err = cfg.input_path + ": " + join(problems, "\n  ");
-    } else {
+    } else if (!dev.is_cuda()) {  // the planner models CPU ranks (host memory); docs/plan.md
       try {
         train::check_fits_or_throw(cfg, mpi.size(), topo.host_local_size);
       } catch (const ConfigError& e) {
@@ -275,6 +327,11 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   if (run) {
     run->write_config(resolved_values(cfg), cfg.input_text, cfg.input_path, cfg.overrides);
     io::KeyValues prov = provenance(mpi, topo, cfg, argc, argv);
+    for (const auto& kv : dev.describe()) prov.push_back(kv);
+    if (dev.is_cuda())
+      prov.emplace_back("papi_scope", "the host thread of each rank (launches, staging copies), not the GPU's kernels");
+    prov.emplace_back("device_choice", choice.reason);
+    prov.emplace_back("backend", choice.backend);
     if (!resume.path.empty()) {
       prov.emplace_back("resumed_from", resume.path);
       prov.emplace_back("resumed_at_step", std::to_string(resume.step));
@@ -283,7 +340,8 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
     run->write_provenance(prov);
     std::vector<io::RankRow> rows;
     for (const auto& r : topo.ranks)
-      rows.push_back({r.rank, r.host, r.local_rank, r.node, r.pid, cfg.parallel.threads_per_rank, -1});
+      rows.push_back({r.rank, r.host, r.local_rank, r.node, r.pid, cfg.parallel.threads_per_rank,
+                      starts_with(r.device, "cuda:") ? std::stoi(r.device.substr(5)) : -1});
     run->write_ranks(rows);
     run->flush();
   }
@@ -297,13 +355,16 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   // One line per rank, in rank order.
   for (int r = 0; r < topo.world_size; ++r) {
     if (r == topo.rank)
-      log::any(comm::describe_rank(topo) + strformat(" threads %d backend %s", at::get_num_threads(),
-                                                     comm->backend_name().c_str()));
+      log::any(comm::describe_rank(topo) + strformat(" threads %d backend %s%s", at::get_num_threads(),
+                                                     comm->backend_name().c_str(),
+                                                     dev.is_cuda() && choice.backend == "mpi" ? " (staged)" : ""));
     LB_MPI_CHECK(MPI_Barrier(mpi.world()));
   }
 
   // The planner's prediction for this very run, recorded beside what it measures (lorabench plan).
-  if (cfg.run.predict) {
+  if (cfg.run.predict && dev.is_cuda()) {
+    log::info("run.predict: the planner models CPU ranks; no prediction is recorded for a run on " + dev.str());
+  } else if (cfg.run.predict) {
     const int cpus = train::node_cpus(mpi.world());
     const train::CommBandwidth bw =
         mpi.size() > 1 ? train::measure_bandwidth(*comm, mpi.world()) : train::estimate_bandwidth();
@@ -338,6 +399,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   env.cfg = &cfg;
   env.world = mpi.world();
   env.comm = comm.get();
+  env.device = &dev;
   env.topo = &topo;
   env.run = run.get();
   env.run_dir = run_dir.string();

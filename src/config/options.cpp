@@ -173,8 +173,9 @@ std::vector<OptionSpec> build_table() {
                        "vocabulary-chunked LM head + loss; false = the unfused reference (full logits, "
                        "more memory) to check numerics"));
   t.push_back(bool_opt("model.fused_kernels", &RC::model, &ModelSection::fused_kernels, true,
-                       "lorabench's fused CPU kernels for RMSNorm, RoPE, SwiGLU and the head's softmax; false = "
-                       "the device-generic ATen path a GPU runs (to compare the two)"));
+                       "lorabench's fused kernels for RMSNorm's forward, RoPE, SwiGLU and the head's softmax (CPU "
+                       "kernels on the CPU, CUDA kernels on a GPU); false = the device-generic ATen compositions "
+                       "(to compare the two)"));
 
   // [lora]
   t.push_back(bool_opt("lora.enabled", &RC::lora, &LoraSection::enabled, true,
@@ -258,7 +259,11 @@ std::vector<OptionSpec> build_table() {
                        {"single", "ddp", "zero1", "zero2", "fsdp"}, "single",
                        "where parameters, gradients and optimizer state live"));
   t.push_back(enum_opt("parallel.backend", &RC::parallel, &ParallelSection::backend, {"auto", "mpi", "nccl"}, "auto",
-                       "communicator: auto = nccl on GPUs, mpi on CPUs"));
+                       "communicator: auto = nccl on GPUs, mpi on CPUs; mpi on GPUs stages buffers through pinned "
+                       "host memory (several ranks may then share one GPU)"));
+  t.push_back(enum_opt("parallel.device", &RC::parallel, &ParallelSection::device, {"auto", "cpu", "cuda"}, "auto",
+                       "where each rank's tensors live: auto = the GPU of its local rank when the build has CUDA and "
+                       "one is visible, else the CPU (docs/gpu.md)"));
   t.push_back(int_opt("parallel.threads_per_rank", &RC::parallel, &ParallelSection::threads_per_rank, 1, 1, 1024,
                       "intra-op threads per rank (libtorch and BLAS)"));
   t.push_back(float_opt("parallel.bucket_mb", &RC::parallel, &ParallelSection::bucket_mb, "25", 0, inf, true,
@@ -487,6 +492,14 @@ void validate_run_config(const RunConfig& c, const ValidationContext& ctx) {
                             "-DLORABENCH_WITH_NCCL=ON against a CUDA libtorch, or use mpi)");
   if (p.backend == "nccl" && ctx.nccl_built && !ctx.cuda_available)
     add("parallel.backend", "nccl was asked for but no CUDA device is available to this rank");
+  if (p.backend == "nccl" && p.device == "cpu")
+    add("parallel.backend", "nccl needs the model on CUDA devices but parallel.device = cpu (use mpi, or cuda)");
+  if (p.device == "cuda" && !ctx.cuda_built)
+    add("parallel.device", "cuda was asked for but this build has no CUDA path (build against a CUDA libtorch "
+                           "with the CUDA toolkit, docs/build.md, or use cpu)");
+  else if (p.device == "cuda" && !ctx.cuda_available)
+    add("parallel.device", "cuda was asked for but this process sees no CUDA device (check nvidia-smi, "
+                           "CUDA_VISIBLE_DEVICES and the job's --gpus / --gpus-per-task)");
   if (p.emulate_nodes > ctx.world_size)
     add("parallel.emulate_nodes", "cannot split " + std::to_string(ctx.world_size) + " ranks into " +
                                       std::to_string(p.emulate_nodes) + " nodes");

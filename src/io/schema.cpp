@@ -36,14 +36,18 @@ const std::vector<StepColumnInfo>& step_columns() {
       {"tokens_per_s", false, "tokens/s", "tokens / step_s on this rank"},
       {"flops", false, "FLOP", "model FLOPs of this rank's step (LoRA-aware formula, docs/metrics.md)"},
       {"mfu", false, "", "flops / step_s / peak FLOP/s of this rank"},
-      {"mem_current_bytes", true, "B", "tensor memory held at the end of the step"},
-      {"mem_peak_bytes", true, "B", "peak tensor memory during the step"},
+      {"mem_current_bytes", true, "B", "tensor memory held at the end of the step (CUDA: the caching allocator's allocated bytes)"},
+      {"mem_peak_bytes", true, "B",
+       "peak tensor memory during the step (CUDA: torch.cuda.max_memory_allocated, reset each step)"},
       {"rss_peak_bytes", true, "B", "peak resident set size during the step (VmHWM, reset each step)"},
       {"bytes_all_reduce", true, "B", "payload bytes this rank passed to all_reduce in the step"},
       {"bytes_reduce_scatter", true, "B", "payload bytes passed to reduce_scatter"},
       {"bytes_all_gather", true, "B", "payload bytes passed to all_gather"},
       {"bytes_broadcast", true, "B", "payload bytes passed to broadcast"},
       {"bytes_all_to_all", true, "B", "payload bytes passed to all_to_all"},
+      {"mem_reserved_peak_bytes", true, "B",
+       "peak memory the allocator held during the step (CUDA: torch.cuda.max_memory_reserved, reset each step; "
+       "CPU: = mem_peak_bytes)"},
   };
   return cols;
 }

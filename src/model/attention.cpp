@@ -20,20 +20,34 @@ Heads split(const at::Tensor& qkv, int64_t B, int64_t T, int64_t H, int64_t K, i
   return {x.narrow(2, 0, H).transpose(1, 2), x.narrow(2, H, K).transpose(1, 2), x.narrow(2, H + K, K).transpose(1, 2)};
 }
 
-void require_cpu(const at::Tensor& t) {
-  // The CUDA kernels of the same operation take other arguments (cumulative lengths, RNG state); they come
-  // with the GPU path.
-  LB_CHECK(t.device().is_cpu(), "attention: only CPU tensors are supported so far, got " + t.device().str());
+// GQA on CUDA: the memory-efficient kernel takes as many key/value heads as query heads.
+at::Tensor expand_kv(const at::Tensor& t, int64_t H, int64_t K) { return H == K ? t : t.repeat_interleave(H / K, 1); }
+// ... and its gradients are summed back over each group of H / K query heads.
+at::Tensor fold_kv(const at::Tensor& g, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d) {
+  return H == K ? g : g.reshape({B, K, H / K, T, d}).sum(2);
+}
+
+void require_supported(const at::Tensor& t) {
+  LB_CHECK(t.device().is_cpu() || t.device().is_cuda(), "attention: no kernel for tensors on " + t.device().str());
 }
 
 }  // namespace
 
 at::Tensor attention_forward(const at::Tensor& qkv, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d,
                              at::Tensor* lse) {
-  require_cpu(qkv);
+  require_supported(qkv);
   const Heads h = split(qkv, B, T, H, K, d);
-  auto [out, l] = at::_scaled_dot_product_flash_attention_for_cpu(h.q, h.k, h.v, 0.0, /*is_causal=*/true, {},
-                                                                  1.0 / std::sqrt(double(d)));
+  const double scale = 1.0 / std::sqrt(double(d));
+  if (qkv.is_cuda()) {
+    // The memory-efficient kernel (fp32 and bf16 on sm_80+); lse comes back padded per head, kept as it is
+    // for the backward. No dropout: the philox seed and offset it returns are unused.
+    auto [out, l, seed, offset] = at::_scaled_dot_product_efficient_attention(
+        h.q, expand_kv(h.k, H, K), expand_kv(h.v, H, K), std::nullopt, /*compute_log_sumexp=*/true, 0.0,
+        /*is_causal=*/true, scale);
+    *lse = l;
+    return out.transpose(1, 2).reshape({B * T, H * d});
+  }
+  auto [out, l] = at::_scaled_dot_product_flash_attention_for_cpu(h.q, h.k, h.v, 0.0, /*is_causal=*/true, {}, scale);
   *lse = l;
   // out is (B, H, T, d) over token-major storage: (B, T, H, d) is its contiguous order.
   return out.transpose(1, 2).reshape({B * T, H * d});
@@ -41,9 +55,19 @@ at::Tensor attention_forward(const at::Tensor& qkv, int64_t B, int64_t T, int64_
 
 at::Tensor attention_backward(const at::Tensor& dout, const at::Tensor& qkv, const at::Tensor& out,
                               const at::Tensor& lse, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d) {
-  require_cpu(qkv);
+  require_supported(qkv);
   const Heads h = split(qkv, B, T, H, K, d);
   auto as_heads = [&](const at::Tensor& t) { return t.reshape({B, T, H, d}).transpose(1, 2); };
+  if (qkv.is_cuda()) {
+    const at::Tensor none = at::empty({}, at::kLong);
+    auto [dq, dk, dv, db] = at::_scaled_dot_product_efficient_attention_backward(
+        as_heads(dout), h.q, expand_kv(h.k, H, K), expand_kv(h.v, H, K), at::Tensor(), as_heads(out), lse, none, none,
+        0.0, {true, true, true, false}, /*is_causal=*/true, 1.0 / std::sqrt(double(d)));
+    return at::cat({dq.transpose(1, 2), fold_kv(dk, B, T, H, K, d).transpose(1, 2),
+                    fold_kv(dv, B, T, H, K, d).transpose(1, 2)},
+                   2)
+        .reshape({B * T, (H + 2 * K) * d});
+  }
   auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
       as_heads(dout), h.q, h.k, h.v, as_heads(out), lse, 0.0, /*is_causal=*/true, {}, 1.0 / std::sqrt(double(d)));
   // Back to token-major rows: [dq | dk | dv] per token.

@@ -1,7 +1,9 @@
 // Causal attention through libtorch's fused scaled-dot-product attention (private to src/model). The
 // T x T scores are never materialised: the forward keeps the output and the per-row log-sum-exp, and the
 // backward recomputes the probabilities block by block from them. Query head h attends with key/value
-// head h / (H / K) (grouped-query attention, transformers' repeat_kv order) without copying k and v.
+// head h / (H / K) (grouped-query attention, transformers' repeat_kv order). CPU: the flash kernel for
+// CPU, which takes the K key/value heads as they are. CUDA: the memory-efficient kernel (fp32 and bf16),
+// with k and v repeated to H heads and their gradients summed back over each group.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -4,16 +4,17 @@
 
 namespace lorabench::model {
 
-DenseModel::DenseModel(ModelLayout m, at::ScalarType dtype) : m_(std::move(m)), dtype_(dtype) {
+DenseModel::DenseModel(ModelLayout m, at::ScalarType dtype, c10::Device device) : m_(std::move(m)), dtype_(dtype) {
+  const auto f32 = at::TensorOptions().dtype(at::kFloat).device(device);
   for (const auto& u : m_.units) {
-    at::Tensor c = at::zeros({u.compute_numel}, at::TensorOptions().dtype(dtype));
+    at::Tensor c = at::zeros({u.compute_numel}, at::TensorOptions().dtype(dtype).device(device));
     at::Tensor t;
     if (u.trainable_numel > 0) {
-      t = (m_.full_finetune && dtype == at::kFloat) ? c : at::zeros({u.trainable_numel}, at::kFloat);
+      t = (m_.full_finetune && dtype == at::kFloat) ? c : at::zeros({u.trainable_numel}, f32);
     }
     compute_.push_back(c);
     trainable_.push_back(t);
-    grad_.push_back(u.trainable_numel > 0 ? at::zeros({u.trainable_numel}, at::kFloat) : at::Tensor());
+    grad_.push_back(u.trainable_numel > 0 ? at::zeros({u.trainable_numel}, f32) : at::Tensor());
   }
 }
 

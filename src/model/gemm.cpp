@@ -6,6 +6,7 @@
 
 #include "lorabench/core/strings.hpp"
 #include "lorabench/core/sysinfo.hpp"
+#include "lorabench/device/torch_device.hpp"
 
 namespace lorabench::model {
 
@@ -21,18 +22,28 @@ std::string fp32_gemm_engine() {
   return at::hasMKL() ? "ATen (MKL inside libtorch)" : "ATen (libtorch's BLAS)";
 }
 
-metrics::PeakFlops calibrate_gemm_peak(at::ScalarType dtype, int threads, int64_t n, int repeats) {
-  at::Tensor a = at::randn({n, n}).to(dtype), b = at::randn({n, n}).to(dtype);
+metrics::PeakFlops calibrate_gemm_peak(at::ScalarType dtype, int threads, device::Device& dev, int64_t n, int repeats) {
+  if (n <= 0) n = dev.is_cuda() ? 8192 : 2048;
+  if (dev.is_cuda()) repeats = std::max(repeats, 10);
+  const auto on = at::TensorOptions().dtype(dtype).device(device::torch_device(dev));
+  at::Tensor a = at::randn({n, n}).to(on), b = at::randn({n, n}).to(on);
   at::Tensor c = gemm(a, b);  // warm-up: kernel selection, JIT, first touch of the output
+  dev.synchronize();
   double best = 1e30;
   for (int i = 0; i < repeats; ++i) {
     const double t0 = sys::now_s();
     gemm_into(c, a, b, 1.0, 0.0);
+    dev.synchronize();
     best = std::min(best, sys::now_s() - t0);
   }
   metrics::PeakFlops p;
   p.flops_per_s = 2.0 * double(n) * double(n) * double(n) / best;
   p.source = "calibrated";
+  if (dev.is_cuda()) {
+    p.detail = strformat("%s GEMM %lldx%lldx%lld on %s via cuBLAS, best of %d", c10::toString(dtype), (long long)n,
+                         (long long)n, (long long)n, dev.str().c_str(), repeats);
+    return p;
+  }
   p.detail = strformat("%s GEMM %lldx%lldx%lld via %s, best of %d, %d thread%s", c10::toString(dtype),
                        (long long)n, (long long)n, (long long)n,
                        dtype == at::kFloat ? fp32_gemm_engine().c_str() : "ATen (oneDNN)", repeats, threads,

@@ -1,4 +1,5 @@
 #include "kernels.hpp"
+#include "cuda_kernels.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
@@ -324,10 +325,13 @@ void rope_qkv(at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int
 bool g_fused = true;
 // The fused kernels run on CPU tensors while enabled; everything else takes the device-generic path.
 bool fused_for(const at::Tensor& t) { return g_fused && t.device().is_cpu(); }
+// ... and lorabench's CUDA kernels on CUDA tensors, where the build has them (cuda_kernels.hpp).
+bool cuda_fused_for(const at::Tensor& t) { return g_fused && t.is_cuda() && cuda::available(); }
 
 }  // namespace
 
 at::Tensor swiglu_forward(const at::Tensor& gu) {
+  if (cuda_fused_for(gu)) return cuda::swiglu_forward(gu);
   if (!fused_for(gu)) return generic::swiglu_forward(gu);
   ProfileScope scope("lb::swiglu");
   check(gu, gu.scalar_type(), "swiglu gu");
@@ -348,6 +352,7 @@ at::Tensor swiglu_forward(const at::Tensor& gu) {
 }
 
 at::Tensor swiglu_backward(const at::Tensor& gu, const at::Tensor& da_in) {
+  if (cuda_fused_for(gu)) return cuda::swiglu_backward(gu, da_in);
   if (!fused_for(gu)) return generic::swiglu_backward(gu, da_in);
   ProfileScope scope("lb::swiglu");
   at::Tensor da = da_in.contiguous();
@@ -373,6 +378,7 @@ at::Tensor swiglu_backward(const at::Tensor& gu, const at::Tensor& da_in) {
 }
 
 at::Tensor rmsnorm_forward(const at::Tensor& x_in, const at::Tensor& w_in, double eps, at::Tensor* rstd) {
+  if (cuda_fused_for(x_in)) return cuda::rmsnorm_forward(x_in, w_in, eps, rstd);
   if (!fused_for(x_in)) return rmsnorm_forward_reference(x_in, w_in, eps, rstd);
   ProfileScope scope("lb::norm");
   at::Tensor x = x_in.contiguous(), w = w_in.contiguous();
@@ -436,6 +442,7 @@ at::Tensor rmsnorm_backward(const at::Tensor& dy_in, const at::Tensor& x, const 
 
 void online_softmax_chunk(const at::Tensor& z, at::Tensor& m, at::Tensor& se, at::Tensor& rescale, at::Tensor& p,
                           const at::Tensor& target_local, at::Tensor& zt) {
+  if (cuda_fused_for(z)) return cuda::online_softmax_chunk(z, m, se, rescale, p, target_local, zt);
   if (!fused_for(z)) return generic::online_softmax_chunk(z, m, se, rescale, p, target_local, zt);
   ProfileScope scope("lb::head_loss");
   const auto dt = z.scalar_type();
@@ -459,6 +466,7 @@ void online_softmax_chunk(const at::Tensor& z, at::Tensor& m, at::Tensor& se, at
 
 void rope_qkv(at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H,
               int64_t K, int64_t d, bool inverse) {
+  if (cuda_fused_for(qkv)) return cuda::rope_qkv(qkv, cos, sin, B, T, H, K, d, inverse);
   if (!fused_for(qkv)) return generic::rope_qkv(qkv, cos, sin, B, T, H, K, d, inverse);
   ProfileScope scope("lb::attention");
   check(qkv, qkv.scalar_type(), "qkv");

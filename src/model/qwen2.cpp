@@ -28,8 +28,10 @@ at::Tensor dropout_multiplier(const LayerContext& ctx, Proj p, int64_t rows, int
   const double prob = ctx.model->lora.dropout;
   uint64_t seed = splitmix64(ctx.dropout.seed ^ splitmix64(uint64_t(ctx.layer) * 131 + uint64_t(p) + 1));
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  // Drawn on the CPU on every device, so that a GPU run sees the masks of a CPU run of the same seed.
   at::Tensor keep = at::empty({rows, cols}, at::kFloat).bernoulli_(1.0 - prob, gen);
-  return keep.mul_(1.0 / (1.0 - prob));
+  keep.mul_(1.0 / (1.0 - prob));
+  return ctx.device.is_cpu() ? keep : keep.to(ctx.device, /*non_blocking=*/true);
 }
 
 bool use_dropout(const LayerContext& ctx) { return ctx.dropout.active && ctx.model->lora.dropout > 0; }
@@ -73,7 +75,7 @@ at::Tensor block_b(const LayerContext& ctx, const LayerWeights& w, const Group& 
   const int64_t r = lora.r;
   int n = 0;
   for (int i = 0; i < grp.n; ++i) n += lora.targets(grp.members[i]) ? 1 : 0;
-  at::Tensor blk = at::zeros({out_total, n * r}, at::TensorOptions().dtype(dt));
+  at::Tensor blk = at::zeros({out_total, n * r}, w.w_qkv.options().dtype(dt));
   int j = 0;
   for (int i = 0; i < grp.n; ++i) {
     Proj p = grp.members[i];
@@ -198,7 +200,7 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
 
 }  // namespace
 
-Rope make_rope(const ModelShape& s, int64_t seq) {
+Rope make_rope(const ModelShape& s, int64_t seq, c10::Device device) {
   Rope r;
   r.seq = seq;
   const int64_t d = s.head_dim;
@@ -207,8 +209,8 @@ Rope make_rope(const ModelShape& s, int64_t seq) {
   at::Tensor inv = at::pow(s.rope_theta, exps).reciprocal();
   at::Tensor pos = at::arange(seq, at::kLong).to(at::kFloat);
   at::Tensor f = at::outer(pos, inv);  // (T, d/2)
-  r.cos = f.cos().contiguous();
-  r.sin = f.sin().contiguous();
+  r.cos = f.cos().contiguous().to(device);
+  r.sin = f.sin().contiguous().to(device);
   return r;
 }
 
@@ -427,8 +429,8 @@ HeadLoss head_loss(const at::Tensor& h, const at::Tensor& emb, const at::Tensor&
   HeadPartial hp = head_partial(h, emb, 0, tgt, chunk);
   HeadTerms t = head_terms(hp, at::Tensor(), hp.m, hp.se, hp.zt, emb, 0, tgt, valid, grad_scale);
   HeadLoss out;
-  out.counted = valid.sum().item<int64_t>();
-  out.loss_sum = t.losses.to(at::kDouble).sum().item<double>();
+  out.counted = valid.sum();
+  out.loss_sum = t.losses.to(at::kDouble).sum();
   out.dh = t.d.to(h.scalar_type());
   // A trainable head (full fine-tuning) needs softmax - onehot per column: a second pass with the final lse.
   if (dE_acc.defined()) head_weight_grad(h, emb, 0, tgt, t.lse, t.token_scale, dE_acc, chunk);
@@ -436,6 +438,21 @@ HeadLoss head_loss(const at::Tensor& h, const at::Tensor& emb, const at::Tensor&
 }
 
 at::Tensor head_rescale(const HeadPartial& hp, const at::Tensor& M) { return (hp.m - M).exp_(); }
+
+HeadTerms sharded_head_terms(const at::Tensor& h_all, const at::Tensor& emb_rows, int64_t row0,
+                             const at::Tensor& targets, const at::Tensor& valid, double grad_scale, int64_t chunk,
+                             const HeadReductions& across_ranks) {
+  HeadPartial hp = head_partial(h_all, emb_rows, row0, targets, chunk);
+  // A common max, then sums; head_terms does the rest.
+  at::Tensor M = hp.m.clone();
+  across_ranks.max(M);
+  at::Tensor f = head_rescale(hp, M);  // 0 where this caller has no rows
+  const int64_t WN = h_all.size(0);
+  at::Tensor sums = at::cat({hp.se.mul(f).view({WN}), hp.zt});  // (2*W*N)
+  across_ranks.sum(sums);
+  return head_terms(hp, f, M, sums.narrow(0, 0, WN).view({WN, 1}), sums.narrow(0, WN, WN), emb_rows, row0, targets,
+                    valid, grad_scale);
+}
 
 HeadTerms head_terms(const HeadPartial& hp, const at::Tensor& f, const at::Tensor& M, const at::Tensor& se,
                      const at::Tensor& zt, const at::Tensor& emb_rows, int64_t row0, const at::Tensor& targets,
@@ -463,8 +480,8 @@ HeadLoss head_loss_reference(const at::Tensor& h, const at::Tensor& emb, const a
   at::Tensor logits = gemm(h, emb.t()).to(at::kFloat);  // (N, V)
   at::Tensor logp = at::log_softmax(logits, 1);
   HeadLoss out;
-  out.counted = valid.sum().item<int64_t>();
-  out.loss_sum = (-logp.gather(1, tgt).view({N}) * valid).to(at::kDouble).sum().item<double>();
+  out.counted = valid.sum();
+  out.loss_sum = (-logp.gather(1, tgt).view({N}) * valid).to(at::kDouble).sum();
   at::Tensor dz = logp.exp();
   dz.scatter_add_(1, tgt, -at::ones({N, 1}, dz.options()));
   dz.mul_(valid.to(at::kFloat).mul(grad_scale).view({N, 1}));

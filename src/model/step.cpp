@@ -8,21 +8,8 @@
 
 namespace lorabench::model {
 
-namespace {
-
-
-// Times a phase and subtracts the provider's communication waits within it.
-class PhaseClock {
- public:
-  explicit PhaseClock(const UnitProvider& p) : p_(p), t0_(sys::now_s()), w0_(p.comm_wait_s()) {}
-  double compute_s() const { return (sys::now_s() - t0_) - (p_.comm_wait_s() - w0_); }
-
- private:
-  const UnitProvider& p_;
-  double t0_, w0_;
-};
-
-}  // namespace
+double MicroResult::loss() const { return loss_sum.item<double>(); }
+int64_t MicroResult::tokens() const { return counted.item<int64_t>(); }
 
 at::Tensor embedding_of(const ModelLayout& m, const at::Tensor& c) {
   return slot_view(c, m.units.front().compute_slot("model.embed_tokens.weight"));
@@ -65,7 +52,7 @@ MicroResult run_micro(const ModelLayout& m, UnitProvider& p, const MicroBatch& m
   const int L = static_cast<int>(m.shape.layers);
   const int kEmbed = 0, kFinal = m.final_unit(), kHead = m.head_unit();
   MicroResult res;
-  Rope rope = make_rope(m.shape, T);
+  Rope rope = make_rope(m.shape, T, mb.ids.device());
   at::Tensor ids = mb.ids.reshape({N});
   at::Tensor targets = mb.targets.reshape({N});
   auto note = [&](int unit, Pass pass, double t0) {
@@ -78,7 +65,6 @@ MicroResult run_micro(const ModelLayout& m, UnitProvider& p, const MicroBatch& m
 
   // ---- forward ----
   pass_edge(Pass::kForward, true);
-  PhaseClock fwd(p);
   double t0 = sys::now_s();
   at::Tensor x = p.embed_lookup(m, ids);  // (N, D)
   note(kEmbed, Pass::kForward, t0);
@@ -90,6 +76,7 @@ MicroResult run_micro(const ModelLayout& m, UnitProvider& p, const MicroBatch& m
   ctx.batch = B;
   ctx.seq = T;
   ctx.dropout = DropoutKey{mb.dropout_seed, mb.dropout};
+  ctx.device = mb.ids.device();
   for (int l = 0; l < L; ++l) {
     const int u = 1 + l;
     t0 = sys::now_s();
@@ -109,7 +96,6 @@ MicroResult run_micro(const ModelLayout& m, UnitProvider& p, const MicroBatch& m
   hn = at::Tensor();
   res.loss_sum = hl.loss_sum;
   res.counted = hl.counted;
-  res.forward_s = fwd.compute_s();
   pass_edge(Pass::kForward, false);
   if (!train) {
     norm_w = at::Tensor();
@@ -119,7 +105,6 @@ MicroResult run_micro(const ModelLayout& m, UnitProvider& p, const MicroBatch& m
 
   // ---- backward ----
   pass_edge(Pass::kBackward, true);
-  PhaseClock bwd(p);
   if (kHead != kEmbed) p.backward_done(kHead);
   at::Tensor norm_grad = m.full_finetune ? final_norm_of(m, p.grad(kFinal)) : at::Tensor();
   at::Tensor dx = rmsnorm_backward(hl.dh, x, norm_w, rstd, norm_grad);
@@ -148,7 +133,6 @@ MicroResult run_micro(const ModelLayout& m, UnitProvider& p, const MicroBatch& m
   if (m.full_finetune) p.embed_backward(m, ids, dx);
   p.backward_done(kEmbed);
   note(kEmbed, Pass::kBackward, t0);
-  res.backward_s = bwd.compute_s();
   pass_edge(Pass::kBackward, false);
   return res;
 }
@@ -170,13 +154,14 @@ at::Tensor forward_logits(const ModelLayout& m, UnitProvider& p, const at::Tenso
                           std::vector<at::Tensor>* hidden) {
   const int64_t B = ids.size(0), T = ids.size(1), N = B * T;
   const int L = static_cast<int>(m.shape.layers);
-  Rope rope = make_rope(m.shape, T);
+  Rope rope = make_rope(m.shape, T, ids.device());
   at::Tensor x = p.embed_lookup(m, ids.reshape({N}));
   LayerContext ctx;
   ctx.model = &m;
   ctx.rope = &rope;
   ctx.batch = B;
   ctx.seq = T;
+  ctx.device = ids.device();
   for (int l = 0; l < L; ++l) {
     if (hidden) hidden->push_back(x.view({B, T, -1}).to(at::kFloat));
     ctx.layer = l;

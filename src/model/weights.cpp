@@ -70,7 +70,9 @@ void init_lora(const ModelLayout& m, int u, const at::Tensor& trainable, uint64_
     } else {
       const double bound = 1.0 / std::sqrt(double(s.shape[1]));  // kaiming_uniform(a=sqrt(5)), fan_in = in
       at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(name_seed(seed, s.name));
-      v.uniform_(-bound, bound, gen);
+      // Drawn on the CPU on every device (the same values as a CPU run of the seed), then copied.
+      if (v.is_cpu()) v.uniform_(-bound, bound, gen);
+      else v.copy_(at::empty(s.shape, at::kFloat).uniform_(-bound, bound, gen));
     }
   }
 }

@@ -60,9 +60,16 @@ void adamw_update(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor&
   if (c.weight_decay != 0) {
     for (const auto& [b, n] : decay_ranges) p.narrow(0, b, n).mul_(1.0 - lr * c.weight_decay);
   }
-  if (p.is_contiguous() && g.is_contiguous() && m.is_contiguous() && v.is_contiguous() &&
+  if (p.device().is_cpu() && p.is_contiguous() && g.is_contiguous() && m.is_contiguous() && v.is_contiguous() &&
       p.scalar_type() == at::kFloat && g.scalar_type() == at::kFloat) {
     adamw_fused(p, g, m, v, lr, c, step);  // one pass over memory, the same arithmetic as below
+    return;
+  }
+  if (p.device().is_cuda()) {
+    // libtorch's fused multi-tensor AdamW kernel (torch.optim.AdamW(fused=True)); weight decay was applied
+    // above on the decayed ranges only, so the kernel's own is 0. It reads the step count from a tensor.
+    at::Tensor steps = at::full({}, double(step), p.options().dtype(at::kFloat));
+    at::_fused_adamw_({p}, {g}, {m}, {v}, {}, {steps}, lr, c.beta1, c.beta2, 0.0, c.eps, false, false);
     return;
   }
   m.mul_(c.beta1).add_(g, 1.0 - c.beta1);

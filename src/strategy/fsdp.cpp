@@ -14,7 +14,6 @@
 #include <limits>
 
 #include "lorabench/core/error.hpp"
-#include "lorabench/metrics/memory.hpp"
 #include "lorabench/strategy/strategy.hpp"
 #include "strategy_common.hpp"
 
@@ -24,8 +23,9 @@ namespace {
 
 class FsdpStrategy final : public TrainingStrategy {
  public:
-  FsdpStrategy(const StrategySpec& spec, const model::ModelLayout& m, at::ScalarType dtype, comm::Communicator* comm)
-      : TrainingStrategy(m, dtype, comm), spec_(spec), world_(comm->size()), rank_(comm->rank()) {
+  FsdpStrategy(const StrategySpec& spec, const model::ModelLayout& m, at::ScalarType dtype, comm::Communicator* comm,
+               device::Device& dev)
+      : TrainingStrategy(m, dtype, comm, dev), spec_(spec), world_(comm->size()), rank_(comm->rank()) {
     units_.resize(m_.units.size());
     const int64_t D = m_.shape.hidden;
     // Rows per rank of the (V, D) vocabulary matrices, covering the unit's whole (aligned) buffer.
@@ -56,12 +56,12 @@ class FsdpStrategy final : public TrainingStrategy {
   const char* name() const override { return "fsdp"; }
 
   void initialize(const InitSource& src) override {
-    const auto f32 = at::TensorOptions().dtype(at::kFloat);
+    const auto f32 = opts(at::kFloat);
     for (size_t u = 0; u < units_.size(); ++u) {
       Unit& x = units_[u];
       const auto& lu = m_.units[u];
       // Build the full unit once, keep this rank's piece.
-      at::Tensor full_c = at::zeros({x.c_padded}, at::TensorOptions().dtype(dtype_));
+      at::Tensor full_c = at::zeros({x.c_padded}, opts(dtype_));
       at::Tensor full_t;
       if (lu.trainable_numel > 0)
         full_t = (m_.full_finetune && dtype_ == at::kFloat) ? full_c : at::zeros({x.t_padded}, f32);
@@ -85,8 +85,8 @@ class FsdpStrategy final : public TrainingStrategy {
     Unit& x = units_[unit];
     wait_gather(x);
     if (bounded_prefetch() && m_.units[unit].kind == model::UnitKind::kLayer) {
-      window_start_ = metrics::tensor_bytes_current();
-      metrics::reset_tensor_window_peak();
+      window_start_ = dev_.memory().current;
+      dev_.reset_window_peak();
     }
     return x.c_full;
   }
@@ -103,14 +103,14 @@ class FsdpStrategy final : public TrainingStrategy {
     Unit& x = units_[unit];
     if (!x.t_shard.defined()) return at::Tensor();
     LB_CHECK(!x.vocab, "vocabulary units keep their gradients sharded");
-    if (!x.g_full.defined()) x.g_full = at::zeros({x.t_padded}, at::kFloat);
+    if (!x.g_full.defined()) x.g_full = at::zeros({x.t_padded}, opts(at::kFloat));
     return x.g_full.narrow(0, 0, m_.units[unit].trainable_numel);
   }
 
   void release(int unit, model::Pass pass) override {
     Unit& x = units_[unit];
     if (bounded_prefetch() && m_.units[unit].kind == model::UnitKind::kLayer && window_start_ >= 0) {
-      transient_ = std::max(transient_, metrics::tensor_bytes_window_peak() - window_start_);
+      transient_ = std::max(transient_, dev_.window_peak() - window_start_);
       window_start_ = -1;
     }
     if (pass == model::Pass::kForward && !spec_.reshard_after_forward && m_.units[unit].kind == model::UnitKind::kLayer)
@@ -128,8 +128,8 @@ class FsdpStrategy final : public TrainingStrategy {
     comm_->progress();
     Unit& x = units_[unit];
     if (!x.t_shard.defined() || x.vocab || !sync_now_) return;
-    if (!x.g_full.defined()) x.g_full = at::zeros({x.t_padded}, at::kFloat);
-    x.g_recv = at::empty({x.t_piece}, at::kFloat);
+    if (!x.g_full.defined()) x.g_full = at::zeros({x.t_padded}, opts(at::kFloat));
+    x.g_recv = at::empty({x.t_piece}, opts(at::kFloat));
     x.g_work = comm_->reduce_scatter_async(x.g_full.data_ptr(), x.g_recv.data_ptr(), x.t_piece,
                                            comm::DataType::kFloat32, comm::ReduceOp::kSum);
   }
@@ -147,13 +147,11 @@ class FsdpStrategy final : public TrainingStrategy {
   }
 
   double grad_sq_norm() override {
-    double local = 0;
-    for (auto& x : units_) {
-      if (!x.g_shard.defined()) continue;
-      double n = x.g_shard.norm().item<double>();
-      local += n * n;
-    }
-    return all_reduce_sum(comm_, local);
+    // Each shard's fp32 norm squared in fp64, summed in unit order on the device: one host sync.
+    at::Tensor acc = at::zeros({}, opts(at::kDouble));
+    for (auto& x : units_)
+      if (x.g_shard.defined()) acc.add_(x.g_shard.norm().to(at::kDouble).square());
+    return all_reduce_sum(acc.item<double>());
   }
 
   void scale_grads(double f) override {
@@ -163,7 +161,7 @@ class FsdpStrategy final : public TrainingStrategy {
 
   void optimizer_step(const optim::AdamWConfig& c, double lr) override {
     ++step_;
-    high_water_ = std::max(high_water_, metrics::tensor_bytes_peak());
+    high_water_ = std::max(high_water_, dev_.memory().peak);
     for (auto& x : units_) {
       if (!x.t_shard.defined()) continue;
       optim::adamw_update(x.t_shard, x.g_shard, x.m, x.v, step_, lr, c, x.decay);
@@ -223,7 +221,7 @@ class FsdpStrategy final : public TrainingStrategy {
     at::Tensor own = local.ge(0).logical_and_(local.lt(rows_per_rank_));
     at::Tensor rows = units_[0].c_shard.view({rows_per_rank_, D});
     at::Tensor x_all = rows.index_select(0, local.clamp(0, rows_per_rank_ - 1)) * own.view({-1, 1}).to(dtype_);
-    at::Tensor x = at::empty({N, D}, at::TensorOptions().dtype(dtype_));
+    at::Tensor x = at::empty({N, D}, opts(dtype_));
     comm_->reduce_scatter(x_all.data_ptr(), x.data_ptr(), N * D, comm_dtype(dtype_), comm::ReduceOp::kSum);
     return x;
   }
@@ -246,25 +244,22 @@ class FsdpStrategy final : public TrainingStrategy {
     at::Tensor t_all = all_gather_tensor(targets.contiguous());       // (W*N)
     at::Tensor valid = t_all.ne(-100);
     at::Tensor tgt = at::where(valid, t_all, at::full_like(t_all, -1));  // ignored: in no rank's rows
-    model::HeadPartial hp = model::head_partial(h_all, rows, row0, tgt, chunk);
-
-    // Combine the ranks' partial statistics: a common max, then sums (model::head_terms does the rest).
-    at::Tensor M = hp.m.clone();
-    comm_->all_reduce(M.data_ptr(), M.numel(), comm::DataType::kFloat32, comm::ReduceOp::kMax);
-    at::Tensor f = model::head_rescale(hp, M);  // 0 where this rank has no rows
-    const int64_t WN = h_all.size(0);
-    at::Tensor sums = at::cat({hp.se.mul(f).view({WN}), hp.zt});  // (2*W*N)
-    comm_->all_reduce(sums.data_ptr(), sums.numel(), comm::DataType::kFloat32, comm::ReduceOp::kSum);
-    model::HeadTerms t = model::head_terms(hp, f, M, sums.narrow(0, 0, WN).view({WN, 1}), sums.narrow(0, WN, WN),
-                                           rows, row0, tgt, valid, grad_scale);
+    model::HeadReductions across_ranks;
+    across_ranks.max = [this](at::Tensor& t) {
+      comm_->all_reduce(t.data_ptr(), size_t(t.numel()), comm::DataType::kFloat32, comm::ReduceOp::kMax);
+    };
+    across_ranks.sum = [this](at::Tensor& t) {
+      comm_->all_reduce(t.data_ptr(), size_t(t.numel()), comm::DataType::kFloat32, comm::ReduceOp::kSum);
+    };
+    model::HeadTerms t = model::sharded_head_terms(h_all, rows, row0, tgt, valid, grad_scale, chunk, across_ranks);
 
     model::HeadLoss out;
-    out.counted = valid.narrow(0, rank_ * N, N).sum().item<int64_t>();
-    out.loss_sum = t.losses.narrow(0, rank_ * N, N).to(at::kDouble).sum().item<double>();
+    out.counted = valid.narrow(0, rank_ * N, N).sum();
+    out.loss_sum = t.losses.narrow(0, rank_ * N, N).to(at::kDouble).sum();
     // dh of every token from this rank's rows, summed over ranks by the reduce-scatter that also hands
     // each rank its own tokens.
     at::Tensor d_all = t.d.contiguous();
-    at::Tensor dh = at::empty({N, D}, at::kFloat);  // reduced in fp32, rounded once like the unsharded head
+    at::Tensor dh = at::empty({N, D}, opts(at::kFloat));  // reduced in fp32, rounded once like the unsharded head
     comm_->reduce_scatter(d_all.data_ptr(), dh.data_ptr(), N * D, comm::DataType::kFloat32, comm::ReduceOp::kSum);
     out.dh = dh.to(dtype_);
 
@@ -297,11 +292,11 @@ class FsdpStrategy final : public TrainingStrategy {
   void issue_gather(int unit) {
     Unit& x = units_[unit];
     if (!x.c_full.defined()) {
-      x.c_full = at::empty({x.c_padded}, at::TensorOptions().dtype(dtype_));
+      x.c_full = at::empty({x.c_padded}, opts(dtype_));
       x.c_work = comm_->all_gather_async(x.c_shard.data_ptr(), x.c_full.data_ptr(), x.c_piece, comm_dtype(dtype_));
     }
     if (!m_.full_finetune && x.t_shard.defined() && !x.t_full.defined()) {
-      x.t_full = at::empty({x.t_padded}, at::kFloat);
+      x.t_full = at::empty({x.t_padded}, opts(at::kFloat));
       x.t_work = comm_->all_gather_async(x.t_shard.data_ptr(), x.t_full.data_ptr(), x.t_piece,
                                          comm::DataType::kFloat32);
     }
@@ -319,7 +314,7 @@ class FsdpStrategy final : public TrainingStrategy {
   }
 
   bool bounded_prefetch() const {
-    return spec_.prefetch && spec_.prefetch_within_peak && metrics::memory_counter_installed();
+    return spec_.prefetch && spec_.prefetch_within_peak && dev_.memory_tracked();
   }
 
   // Starts gathering the decoder layer that will be needed next (forward: the following layer;
@@ -338,7 +333,7 @@ class FsdpStrategy final : public TrainingStrategy {
       // footprint without prefetching, the bound of every later step.
       int64_t need = y.c_padded * static_cast<int64_t>(at::elementSize(dtype_));
       if (!m_.full_finetune && y.t_shard.defined() && !y.t_full.defined()) need += y.t_padded * 4;
-      if (metrics::tensor_bytes_current() + need + transient_ > high_water_) return;
+      if (dev_.memory().current + need + transient_ > high_water_) return;
     }
     if (!units_[next].c_full.defined()) ++prefetched_;
     issue_gather(next);
@@ -379,8 +374,8 @@ class FsdpStrategy final : public TrainingStrategy {
 }  // namespace
 
 std::unique_ptr<TrainingStrategy> make_fsdp(const StrategySpec& spec, const model::ModelLayout& m, at::ScalarType dtype,
-                                            comm::Communicator* comm) {
-  return std::make_unique<FsdpStrategy>(spec, m, dtype, comm);
+                                            comm::Communicator* comm, device::Device& dev) {
+  return std::make_unique<FsdpStrategy>(spec, m, dtype, comm, dev);
 }
 
 }  // namespace lorabench::strategy

@@ -24,8 +24,8 @@ enum class Kind { kSingle, kDdp, kZero1, kZero2 };
 class ReplicatedStrategy final : public TrainingStrategy {
  public:
   ReplicatedStrategy(Kind kind, const StrategySpec& spec, const model::ModelLayout& m, at::ScalarType dtype,
-                     comm::Communicator* comm)
-      : TrainingStrategy(m, dtype, comm), kind_(kind), spec_(spec) {
+                     comm::Communicator* comm, device::Device& dev)
+      : TrainingStrategy(m, dtype, comm, dev), kind_(kind), spec_(spec) {
     world_ = comm_ ? comm_->size() : 1;
     rank_ = comm_ ? comm_->rank() : 0;
     build_buckets();
@@ -42,7 +42,7 @@ class ReplicatedStrategy final : public TrainingStrategy {
   }
 
   void initialize(const InitSource& src) override {
-    const auto f32 = at::TensorOptions().dtype(at::kFloat);
+    const auto f32 = opts(at::kFloat);
     for (auto& b : buckets_) {
       b.params = at::zeros({b.padded}, f32);
       if (kind_ != Kind::kZero2) b.grads = at::zeros({b.padded}, f32);
@@ -58,7 +58,7 @@ class ReplicatedStrategy final : public TrainingStrategy {
       if (m_.full_finetune && dtype_ == at::kFloat) {
         compute_[u] = t;  // fp32 full fine-tuning: the master weights are the compute weights
       } else {
-        compute_[u] = at::zeros({unit.compute_numel}, at::TensorOptions().dtype(dtype_));
+        compute_[u] = at::zeros({unit.compute_numel}, opts(dtype_));
       }
       fill_unit(m_, static_cast<int>(u), src, compute_[u], t);
     }
@@ -72,7 +72,7 @@ class ReplicatedStrategy final : public TrainingStrategy {
     if (bi < 0) return at::Tensor();
     Bucket& b = buckets_[bi];
     at::Tensor& buf = use_scratch_ ? b.scratch : b.grads;
-    if (!buf.defined()) buf = at::zeros({b.padded}, at::kFloat);  // zero2's per-step gradient buffer
+    if (!buf.defined()) buf = at::zeros({b.padded}, opts(at::kFloat));  // zero2's per-step gradient buffer
     return buf.narrow(0, unit_offset_[unit], m_.units[unit].trainable_numel);
   }
 
@@ -85,7 +85,7 @@ class ReplicatedStrategy final : public TrainingStrategy {
                    (kind_ == Kind::kDdp || kind_ == Kind::kZero1);
     for (auto& b : buckets_) {
       b.remaining = static_cast<int>(b.units.size());
-      if (use_scratch_) b.scratch = at::zeros({b.padded}, at::kFloat);
+      if (use_scratch_) b.scratch = at::zeros({b.padded}, opts(at::kFloat));
     }
   }
 
@@ -96,8 +96,8 @@ class ReplicatedStrategy final : public TrainingStrategy {
     Bucket& b = buckets_[bi];
     if (--b.remaining > 0 || !sync_now_) return;
     if (kind_ == Kind::kZero2) {
-      if (!b.grads.defined()) b.grads = at::zeros({b.padded}, at::kFloat);
-      b.recv = at::empty({piece(b)}, at::kFloat);
+      if (!b.grads.defined()) b.grads = at::zeros({b.padded}, opts(at::kFloat));
+      b.recv = at::empty({piece(b)}, opts(at::kFloat));
       b.work = comm_->reduce_scatter_async(b.grads.data_ptr(), b.recv.data_ptr(), piece(b), comm::DataType::kFloat32,
                                            comm::ReduceOp::kSum);
     } else {
@@ -126,14 +126,15 @@ class ReplicatedStrategy final : public TrainingStrategy {
   }
 
   double grad_sq_norm() override {
-    double local = 0;
+    // Each bucket's fp32 norm squared in fp64, summed in bucket order on the device: one host sync.
+    at::Tensor acc = at::zeros({}, opts(at::kDouble));
     for (auto& b : buckets_) {
       const at::Tensor& g = kind_ == Kind::kZero2 ? b.shard_grad : b.grads;
-      double n = g.norm().item<double>();
-      local += n * n;
+      acc.add_(g.norm().to(at::kDouble).square());
     }
+    const double local = acc.item<double>();
     if (kind_ != Kind::kZero2 || world_ == 1) return local;
-    return all_reduce_sum(comm_, local);
+    return all_reduce_sum(local);
   }
 
   void scale_grads(double f) override {
@@ -176,7 +177,7 @@ class ReplicatedStrategy final : public TrainingStrategy {
         v_full.push_back(b.v);
         continue;
       }
-      at::Tensor mf = at::empty({b.padded}, at::kFloat), vf = at::empty({b.padded}, at::kFloat);
+      at::Tensor mf = at::empty({b.padded}, opts(at::kFloat)), vf = at::empty({b.padded}, opts(at::kFloat));
       comm_->all_gather(b.m.data_ptr(), mf.data_ptr(), piece(b), comm::DataType::kFloat32);
       comm_->all_gather(b.v.data_ptr(), vf.data_ptr(), piece(b), comm::DataType::kFloat32);
       m_full.push_back(mf);
@@ -293,9 +294,9 @@ class ReplicatedStrategy final : public TrainingStrategy {
 
 std::unique_ptr<TrainingStrategy> make_replicated(const std::string& name, const StrategySpec& spec,
                                                   const model::ModelLayout& m, at::ScalarType dtype,
-                                                  comm::Communicator* comm) {
+                                                  comm::Communicator* comm, device::Device& dev) {
   Kind k = name == "single" ? Kind::kSingle : name == "ddp" ? Kind::kDdp : name == "zero1" ? Kind::kZero1 : Kind::kZero2;
-  return std::make_unique<ReplicatedStrategy>(k, spec, m, dtype, comm);
+  return std::make_unique<ReplicatedStrategy>(k, spec, m, dtype, comm, dev);
 }
 
 }  // namespace lorabench::strategy

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "lorabench/core/error.hpp"
+#include "lorabench/device/torch_device.hpp"
 #include "strategy_common.hpp"
 
 namespace lorabench::strategy {
@@ -46,9 +47,23 @@ void fill_unit(const model::ModelLayout& m, int u, const InitSource& src, const 
   }
 }
 
-double all_reduce_sum(comm::Communicator* comm, double x) {
-  comm->all_reduce(&x, 1, comm::DataType::kFloat64, comm::ReduceOp::kSum);
-  return x;
+TrainingStrategy::TrainingStrategy(const model::ModelLayout& m, at::ScalarType dtype, comm::Communicator* comm,
+                                   device::Device& dev)
+    : m_(m), dtype_(dtype), comm_(comm), dev_(dev) {}
+
+at::TensorOptions TrainingStrategy::opts(at::ScalarType t) const {
+  return at::TensorOptions().dtype(t).device(device::torch_device(dev_));
+}
+
+double TrainingStrategy::all_reduce_sum(double x) const {
+  if (comm_ == nullptr || comm_->size() == 1) return x;
+  if (!comm_->device_buffers()) {
+    comm_->all_reduce(&x, 1, comm::DataType::kFloat64, comm::ReduceOp::kSum);
+    return x;
+  }
+  at::Tensor t = at::full({1}, x, opts(at::kDouble));
+  comm_->all_reduce(t.data_ptr(), 1, comm::DataType::kFloat64, comm::ReduceOp::kSum);
+  return t.item<double>();
 }
 
 MemoryPrediction predict_model_state(const std::string& strategy, const model::ModelLayout& m, at::ScalarType dtype,
@@ -76,17 +91,22 @@ MemoryPrediction predict_model_state(const std::string& strategy, const model::M
 }
 
 std::unique_ptr<TrainingStrategy> TrainingStrategy::create(const StrategySpec& spec, const model::ModelLayout& m,
-                                                           at::ScalarType dtype, comm::Communicator* comm) {
+                                                           at::ScalarType dtype, comm::Communicator* comm,
+                                                           device::Device* dev_or_null) {
+  device::Device& dev = dev_or_null ? *dev_or_null : device::cpu_device();
   const int world = comm ? comm->size() : 1;
+  if (dev.is_cuda() && comm != nullptr && !comm->device_buffers())
+    throw Error("strategy " + spec.name + ": the model is on " + dev.str() + " but the " + comm->backend_name() +
+                " communicator takes host buffers (wrap it with device::make_staging_communicator)");
   if (spec.name == "single") {
     if (world != 1) throw ConfigError("parallel.strategy: single needs exactly one rank, the job has " +
                                       std::to_string(world));
-    return make_replicated(spec.name, spec, m, dtype, comm);
+    return make_replicated(spec.name, spec, m, dtype, comm, dev);
   }
   if (comm == nullptr) throw Error("strategy " + spec.name + " needs a communicator");
   if (spec.name == "ddp" || spec.name == "zero1" || spec.name == "zero2")
-    return make_replicated(spec.name, spec, m, dtype, comm);
-  if (spec.name == "fsdp") return make_fsdp(spec, m, dtype, comm);
+    return make_replicated(spec.name, spec, m, dtype, comm, dev);
+  if (spec.name == "fsdp") return make_fsdp(spec, m, dtype, comm, dev);
   throw ConfigError("parallel.strategy: unknown strategy \"" + spec.name + "\"");
 }
 

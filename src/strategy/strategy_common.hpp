@@ -18,14 +18,10 @@ std::vector<int> backward_order(const model::ModelLayout& m);
 void fill_unit(const model::ModelLayout& m, int u, const InitSource& src, const at::Tensor& compute,
                const at::Tensor& trainable);
 
-// Collective: the sum of `x` over all ranks, reduced in fp64. (Host memory: the MPI backend; a device
-// backend needs a device scalar, see the CUDA notes in docs/strategies.md.)
-double all_reduce_sum(comm::Communicator* comm, double x);
-
 std::unique_ptr<TrainingStrategy> make_replicated(const std::string& name, const StrategySpec& spec,
                                                   const model::ModelLayout& m, at::ScalarType dtype,
-                                                  comm::Communicator* comm);
+                                                  comm::Communicator* comm, device::Device& dev);
 std::unique_ptr<TrainingStrategy> make_fsdp(const StrategySpec& spec, const model::ModelLayout& m, at::ScalarType dtype,
-                                            comm::Communicator* comm);
+                                            comm::Communicator* comm, device::Device& dev);
 
 }  // namespace lorabench::strategy

@@ -78,6 +78,40 @@ void quiet_barrier(MPI_Comm comm) {
   }
 }
 
+bool agree_status(MPI_Comm comm, bool ok, std::string& message) {
+  int rank = 0, size = 1;
+  LB_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  LB_MPI_CHECK(MPI_Comm_size(comm, &size));
+  int mine = ok ? size : rank, first = size;
+  LB_MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));
+  if (first == size) return true;
+  long long n = static_cast<long long>(message.size());
+  LB_MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, first, comm));
+  std::string out = message;
+  out.resize(static_cast<size_t>(n));
+  if (n > 0) LB_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, first, comm));
+  message = first == 0 ? out : "rank " + std::to_string(first) + ": " + out;
+  return false;
+}
+
+std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& s) {
+  int size = 1;
+  LB_MPI_CHECK(MPI_Comm_size(comm, &size));
+  int n = static_cast<int>(s.size());
+  std::vector<int> lens(static_cast<size_t>(size)), offs(static_cast<size_t>(size));
+  LB_MPI_CHECK(MPI_Allgather(&n, 1, MPI_INT, lens.data(), 1, MPI_INT, comm));
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    offs[size_t(r)] = total;
+    total += lens[size_t(r)];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  LB_MPI_CHECK(MPI_Allgatherv(s.data(), n, MPI_CHAR, all.data(), lens.data(), offs.data(), MPI_CHAR, comm));
+  std::vector<std::string> out;
+  for (int r = 0; r < size; ++r) out.push_back(all.substr(size_t(offs[size_t(r)]), size_t(lens[size_t(r)])));
+  return out;
+}
+
 bool broadcast_status(MPI_Comm comm, bool ok, std::string& message) {
   int flag = ok ? 1 : 0;
   LB_MPI_CHECK(MPI_Bcast(&flag, 1, MPI_INT, 0, comm));

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <functional>
@@ -12,6 +13,7 @@
 #include "lorabench/core/strings.hpp"
 #include "lorabench/core/hash.hpp"
 #include "lorabench/core/sysinfo.hpp"
+#include "lorabench/device/torch_device.hpp"
 #include "lorabench/train/control.hpp"
 
 namespace lorabench::train {
@@ -22,11 +24,19 @@ enum { kData = 0, kForward, kBackward, kComm, kOptimizer };
 
 StepRunner::StepRunner(const model::ModelLayout& m, strategy::TrainingStrategy& s, data::BatchSource& source,
                        const StepConfig& c, MPI_Comm world)
-    : m_(m), s_(s), source_(source), c_(c), world_(world) {
+    : m_(m), s_(s), source_(source), c_(c), world_(world), timer_(s.device().make_sync_timer()) {
   MPI_Comm_rank(world, &rank_);
 }
 
+StepRunner::~StepRunner() = default;
+
 namespace {
+
+// A (B, T) int64 host batch as a tensor on `dev` (a copy: the batch's vectors are reused).
+at::Tensor to_device(const std::vector<int64_t>& v, int64_t B, int64_t T, device::Device& dev) {
+  at::Tensor h = at::from_blob(const_cast<int64_t*>(v.data()), {B, T}, at::kLong);
+  return dev.is_cuda() ? h.to(device::torch_device(dev)) : h.clone();
+}
 
 void sleep_s(double s) {
   if (s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(s));
@@ -35,14 +45,25 @@ void sleep_s(double s) {
 // Attributes every second of a step to exactly one phase, so the phases add up to the step time by
 // construction: the clock runs for one phase at a time, and time spent blocked on the communicator
 // inside another phase (FSDP's gathers in forward, ZeRO's parameter gathers in the optimizer) is moved
-// to comm.
+// to comm. Phase changes and the edges of every blocked span are marks of the device's timer, resolved
+// once at the end of the step: on a CPU the host clock, on a GPU events on the compute stream, so that a
+// phase is the time the device spent on it (not the time the host took to queue it) and a blocked span
+// is the time the compute stream stood still waiting for a collective.
 class PhaseClock {
  public:
-  PhaseClock(const comm::Communicator* comm, std::function<void(int, bool)> hook, double start, double slow_factor)
-      : comm_(comm), hook_(std::move(hook)), slow_factor_(slow_factor), mark_(start), waits_(waits()),
-        point_(start), point_waits_(waits_) {}
+  PhaseClock(comm::Communicator* comm, comm::SyncTimer& timer, std::function<void(int, bool)> hook, double start,
+             double slow_factor)
+      : comm_(comm), timer_(timer), hook_(std::move(hook)), slow_factor_(slow_factor), point_(start),
+        point_waits_(waits()) {
+    if (comm_) comm_->set_wait_observer([this](bool begin) { edges_.push_back({begin ? kBlock : kUnblock, timer_.mark()}); });
+  }
+  ~PhaseClock() {
+    if (comm_) comm_->set_wait_observer(nullptr);
+  }
+  PhaseClock(const PhaseClock&) = delete;
+  PhaseClock& operator=(const PhaseClock&) = delete;
 
-  // fault.slow_rank: sleeps (slow_factor - 1) x the compute (time minus blocked time) of the current
+  // fault.slow_rank: sleeps (slow_factor - 1) x the compute (host time minus blocked time) of the current
   // forward, backward or optimizer phase since the previous stretch point. Called at every phase change
   // and before every collective, so each collective sees the slowed arrival. The sleep is part of the
   // current phase.
@@ -56,34 +77,56 @@ class PhaseClock {
 
   void switch_to(int phase) {
     stretch();
-    const double now = sys::now_s(), w = waits();
-    const double elapsed = now - mark_, waited = w - waits_;
-    if (cur_ == kComm) {
-      acc_[kComm] += elapsed;
-    } else if (cur_ >= 0) {
-      acc_[cur_] += elapsed - waited;
-      acc_[kComm] += waited;
-    }
+    edges_.push_back({phase, timer_.mark()});
     if (hook_ && cur_ >= 0) hook_(cur_, false);
     if (hook_ && phase >= 0) hook_(phase, true);
-    mark_ = now;
-    waits_ = w;
     cur_ = phase;
-    point_ = now;
-    point_waits_ = w;
+    point_ = sys::now_s();
+    point_waits_ = waits();
   }
-  int current() const { return cur_; }
-  double total(int phase) const { return acc_[phase]; }
+
+  // After switch_to(-1): the seconds of each phase (on a GPU this waits for the step's marks).
+  std::array<double, 5> totals() {
+    const std::vector<double> t = timer_.resolve();
+    std::array<double, 5> acc{};
+    int phase = -1;
+    double since = 0, blocked = 0, block_begin = 0;
+    for (const Edge& e : edges_) {
+      const double at = t[size_t(e.mark)];
+      if (e.what == kBlock) {
+        block_begin = at;
+      } else if (e.what == kUnblock) {
+        blocked += at - block_begin;
+      } else {
+        if (phase == kComm) {
+          acc[kComm] += at - since;
+        } else if (phase >= 0) {
+          acc[size_t(phase)] += (at - since) - blocked;
+          acc[kComm] += blocked;
+        }
+        phase = e.what;
+        since = at;
+        blocked = 0;
+      }
+    }
+    edges_.clear();
+    return acc;
+  }
 
  private:
+  static constexpr int kBlock = -2, kUnblock = -3;  // Edge::what besides a phase (or -1: the end)
+  struct Edge {
+    int what;      // the phase switched to, -1 at the end, kBlock / kUnblock around a blocked span
+    int64_t mark;  // timer mark
+  };
   double waits() const { return comm_ ? comm_->stats().wait_s : 0.0; }
-  const comm::Communicator* comm_;
+  comm::Communicator* comm_;
+  comm::SyncTimer& timer_;
   std::function<void(int, bool)> hook_;
   double slow_factor_;
-  double mark_, waits_;
   double point_, point_waits_;  // the last stretch point
   int cur_ = -1;
-  double acc_[5] = {0, 0, 0, 0, 0};
+  std::vector<Edge> edges_;
 };
 
 // Installs the communicator's before-issue hook for one step and removes it again.
@@ -122,11 +165,11 @@ EvalResult evaluate(const model::ModelLayout& m, strategy::TrainingStrategy& s, 
       std::fill(b.labels.begin() + int64_t(row) * b.seq, b.labels.begin() + int64_t(row + 1) * b.seq, data::kIgnoreIndex);
     }
     model::MicroBatch mb;
-    mb.ids = at::from_blob(b.ids.data(), {b.batch, b.seq}, at::kLong).clone();
-    mb.targets = model::shift_targets(at::from_blob(b.labels.data(), {b.batch, b.seq}, at::kLong));
+    mb.ids = to_device(b.ids, b.batch, b.seq, s.device());
+    mb.targets = model::shift_targets(to_device(b.labels, b.batch, b.seq, s.device()));
     const model::MicroResult r = model::forward_loss(m, s, mb, o);
-    sums[0] += r.loss_sum;
-    sums[1] += double(r.counted);
+    sums[0] += r.loss();
+    sums[1] += double(r.tokens());
   }
   allreduce_sum(world, sums);
   EvalResult res;
@@ -142,7 +185,7 @@ StepResult StepRunner::run(int64_t step) {
   StepTimes& t = res.times;
   const double t0 = sys::now_s();
   comm::Communicator* comm = s_.communicator();
-  PhaseClock clock(comm, on_phase, t0, c_.slow_factor);
+  PhaseClock clock(comm, *timer_, on_phase, t0, c_.slow_factor);
   IssueHook hook(c_.slow_factor > 1 ? comm : nullptr, [&clock] { clock.stretch(); });
   // The control plane's host all-reduces, in the communicator's timeline like its own collectives.
   auto control = [comm](const std::function<void()>& call) {
@@ -173,14 +216,13 @@ StepResult StepRunner::run(int64_t step) {
     if (begin) clock.switch_to(pass == model::Pass::kForward ? kForward : kBackward);
     if (outer) outer(pass, begin, when);
   };
-  double loss_sum = 0;
+  at::Tensor loss_acc;  // on the device: read once, after the last micro-step (the one host sync of the loop)
   for (int micro = 0; micro < c_.grad_accum; ++micro) {
     clock.switch_to(kData);  // the micro-batch's tensors
     const data::Batch& b = batches[micro];
     model::MicroBatch mb;
-    mb.ids = at::from_blob(const_cast<int64_t*>(b.ids.data()), {b.batch, b.seq}, at::kLong).clone();
-    mb.targets = model::shift_targets(
-        at::from_blob(const_cast<int64_t*>(b.labels.data()), {b.batch, b.seq}, at::kLong));
+    mb.ids = to_device(b.ids, b.batch, b.seq, s_.device());
+    mb.targets = model::shift_targets(to_device(b.labels, b.batch, b.seq, s_.device()));
     mb.grad_scale = grad_scale;
     mb.dropout = c_.lora_dropout;
     const uint64_t first = b.sample_index.empty() ? 0 : uint64_t(b.sample_index[0]);
@@ -189,8 +231,9 @@ StepResult StepRunner::run(int64_t step) {
     model::MicroResult r = model::forward_backward(m_, s_, mb, opt);
     clock.switch_to(kComm);  // waiting for this micro-step's gradient reductions
     s_.end_micro();
-    loss_sum += r.loss_sum;
+    loss_acc = micro == 0 ? r.loss_sum : loss_acc + r.loss_sum;
   }
+  double loss_sum = loss_acc.item<double>();
   if (c_.nan_at_step == step) loss_sum = std::nan("");
 
   // ---- one allreduce: the global loss and whether any rank saw a non-finite value ----
@@ -224,11 +267,12 @@ StepResult StepRunner::run(int64_t step) {
     }
   }
   clock.switch_to(-1);
-  t.data = clock.total(kData);
-  t.forward = clock.total(kForward);
-  t.backward = clock.total(kBackward);
-  t.comm = clock.total(kComm);
-  t.optimizer = clock.total(kOptimizer);
+  const std::array<double, 5> phases = clock.totals();
+  t.data = phases[kData];
+  t.forward = phases[kForward];
+  t.backward = phases[kBackward];
+  t.comm = phases[kComm];
+  t.optimizer = phases[kOptimizer];
   t.step = sys::now_s() - t0;
   return res;
 }

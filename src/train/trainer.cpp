@@ -23,7 +23,6 @@
 #include "lorabench/io/schema.hpp"
 #include "lorabench/lora/adapter.hpp"
 #include "lorabench/metrics/flops.hpp"
-#include "lorabench/metrics/memory.hpp"
 #include "lorabench/metrics/papi.hpp"
 #include "lorabench/metrics/stats.hpp"
 #include "lorabench/metrics/trace.hpp"
@@ -126,6 +125,8 @@ StepConfig step_config_of(const RunConfig& c) {
 
 namespace {
 
+device::Device& device_of(const TrainEnv& env) { return env.device ? *env.device : device::cpu_device(); }
+
 Setup make_setup(const TrainEnv& env) {
   const RunConfig& c = *env.cfg;
   const int world = env.topo->world_size;
@@ -187,7 +188,7 @@ Setup make_setup(const TrainEnv& env) {
     s.peak.source = "configured";
     s.peak.detail = "profile.peak_gflops";
   } else {
-    s.peak = model::calibrate_gemm_peak(s.dtype, c.parallel.threads_per_rank);
+    s.peak = model::calibrate_gemm_peak(s.dtype, c.parallel.threads_per_rank, device_of(env));
   }
 
   s.spec = strategy_spec_of(c);
@@ -200,7 +201,7 @@ int64_t state_digest(const std::vector<at::Tensor>& ts) {
   Fnv1a h;
   for (const auto& t : ts) {
     if (!t.defined()) continue;
-    at::Tensor c = t.contiguous();
+    at::Tensor c = t.to(at::kCPU).contiguous();
     h.add(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size());
   }
   return static_cast<int64_t>(h.h >> 1);
@@ -340,7 +341,7 @@ std::string progress_line(int trial, int trials, int64_t step, int64_t steps, do
 
 class Trainer {
  public:
-  Trainer(const TrainEnv& env, Setup& s) : env_(env), c_(*env.cfg), s_(s), log_(env) {
+  Trainer(const TrainEnv& env, Setup& s) : env_(env), c_(*env.cfg), s_(s), dev_(device_of(env)), log_(env) {
     rank_ = env.topo->rank;
     world_ = env.topo->world_size;
   }
@@ -373,6 +374,12 @@ class Trainer {
     clocks_ = comm::estimate_clock_offsets(env_.world, hosts);
     log_.set_clock_offsets(clocks_.offset_s);
     env_.comm->enable_timeline(true);
+    // On a GPU the timeline's marks are events on the compute stream (device/device.hpp), and the compute
+    // stream, not the host, waits for NCCL's collectives (docs/gpu.md, "Streams").
+    if (dev_.is_cuda()) {
+      env_.comm->set_sync_timer(dev_.make_sync_timer());
+      env_.comm->set_device_waits(true);
+    }
     log::info("clocks: " + clocks_.describe());
     if (c_.profile.trace) {
       LB_MPI_CHECK(MPI_Barrier(env_.world));
@@ -389,7 +396,7 @@ class Trainer {
 
  private:
   int run_trial(int trial) {
-    auto strat = strategy::TrainingStrategy::create(s_.spec, s_.layout, s_.dtype, env_.comm);
+    auto strat = strategy::TrainingStrategy::create(s_.spec, s_.layout, s_.dtype, env_.comm, &dev_);
     strategy::InitSource src;
     src.seed = c_.run.seed;
     src.snapshot = s_.snapshot.get();
@@ -440,7 +447,7 @@ class Trainer {
         std::raise(SIGKILL);
       }
       std::vector<double> row(schema::kNumStepColumns, 0.0);
-      metrics::reset_tensor_peak();
+      dev_.reset_peak();
       sys::reset_peak_rss();
       const comm::CommStats c0 = env_.comm->stats();
       env_.comm->take_timeline();  // drops collectives between steps (checkpoints): not part of a step
@@ -488,6 +495,9 @@ class Trainer {
     }
     // Every replica must hold the same trainable state (bitwise): a digest compared across ranks.
     strategy::FullState st = strat->gather_state();
+    for (auto* v : {&st.params, &st.exp_avg, &st.exp_avg_sq})  // host copies for the digest and the outputs
+      for (auto& t : *v)
+        if (t.defined()) t = t.to(at::kCPU);
     int64_t d = state_digest(st.params);
     double dmin = allreduce_min(env_.world, double(d)), dmax = allreduce_max(env_.world, double(d));
     replicas_equal_ = replicas_equal_ && dmin == dmax;
@@ -523,8 +533,10 @@ class Trainer {
     row[schema::kTokensPerS] = double(r.tokens) / t.step;
     row[schema::kFlops] = flops;
     row[schema::kMfu] = flops / t.step / s_.peak.flops_per_s;
-    row[schema::kMemCurrent] = double(metrics::tensor_bytes_current());
-    row[schema::kMemPeak] = double(metrics::tensor_bytes_peak());
+    const device::MemoryStats mem = dev_.memory();
+    row[schema::kMemCurrent] = double(mem.current);
+    row[schema::kMemPeak] = double(mem.peak);
+    row[schema::kMemReservedPeak] = double(mem.reserved_peak);
     row[schema::kRssPeak] = double(sys::peak_rss());
     using K = comm::CollectiveKind;
     auto bytes = [&](K k) { return double(c1.bytes[int(k)] - c0.bytes[int(k)]); };
@@ -590,6 +602,7 @@ class Trainer {
   const TrainEnv& env_;
   const RunConfig& c_;
   Setup& s_;
+  device::Device& dev_;
   StepLog log_;
   int rank_ = 0, world_ = 1;
   std::unique_ptr<metrics::PhaseCounters> counters_;

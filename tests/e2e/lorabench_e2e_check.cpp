@@ -1,6 +1,8 @@
 // Checks the outputs of the comm/doctor end-to-end tests:
 //   lorabench_e2e_check comm-run RUN.h5 ROWS RANKS   a completed, VALID comm run file with ROWS result rows
 //   lorabench_e2e_check train-run RUN.h5 RANKS STEPS  a completed, VALID training run with every schema name
+//   lorabench_e2e_check gpu-run RUN.h5 RANKS STEPS    train-run, on CUDA devices: provenance names the GPU,
+//                                                    /ranks the device, memory rows the caching allocator's
 //   lorabench_e2e_check doctor-json FILE             lorabench doctor --json output: one object, every check
 //   lorabench_e2e_check eval-equal TOL REF.h5 RUN.h5...  every run's /metrics/eval has REF's steps, and each
 //                                                    loss within relative TOL of REF's (perplexity = exp(loss))
@@ -88,7 +90,8 @@ void check_doctor_json(const std::string& path) {
     std::string st = c.at("status").get<std::string>();
     expect(st == "ok" || st == "info" || st == "warn", c.at("name").get<std::string>() + " status " + st);
   }
-  for (const char* n : {"mpi", "rendezvous", "ranks", "output_dir", "hdf5", "papi", "cuda", "libtorch", "blas"})
+  for (const char* n : {"mpi", "rendezvous", "ranks", "output_dir", "hdf5", "gpu_collective", "papi", "cuda", "libtorch",
+                        "blas"})
     expect(names.count(n) == 1, std::string("check ") + n);
   for (const auto& c : j.at("checks")) {
     if (c.at("name") == "hdf5") expect(c.at("status") == "ok", "hdf5 collective test passed");
@@ -202,8 +205,25 @@ void check_forward(const std::string& got_path, const std::string& ref_path, dou
 
 }  // namespace
 
+void check_gpu_run(const std::string& path, size_t ranks, size_t steps) {
+  check_train_run(path, ranks, steps);
+  lorabench::io::RunFileReader r(path);
+  auto prov = r.provenance();
+  for (const char* k : {"device", "gpu_name", "gpu_memory_bytes", "gpu_uuid", "cuda_driver", "cuda_runtime", "nccl"})
+    expect(prov.count(k) == 1 && !prov[k].empty(), std::string("provenance ") + k);
+  expect(prov["device"].rfind("cuda:", 0) == 0, "provenance device is " + prov["device"]);
+  auto rk = r.ranks();
+  for (size_t i = 0; i < rk["cuda_device"].size(); ++i)
+    expect(rk["cuda_device"][i] >= 0, "/ranks cuda_device of row " + std::to_string(i));
+  auto st = r.steps();
+  for (size_t i = 0; i < st["step"].size(); ++i) {
+    expect(st["mem_reserved_peak_bytes"][i] >= st["mem_peak_bytes"][i], "row " + std::to_string(i) + ": reserved < allocated");
+    expect(st["mem_peak_bytes"][i] >= st["mem_current_bytes"][i], "row " + std::to_string(i) + ": peak < current");
+  }
+}
+
 int main(int argc, char** argv) {
-  const char* usage = "lorabench_e2e_check comm-run RUN.h5 ROWS RANKS | train-run RUN.h5 RANKS STEPS | "
+  const char* usage = "lorabench_e2e_check comm-run RUN.h5 ROWS RANKS | train-run RUN.h5 RANKS STEPS | gpu-run RUN.h5 RANKS STEPS | "
                       "trace FILE NAMES... | forward OUT REF TOL | doctor-json FILE | eval-equal TOL REF RUN...";
   return lbcheck::checker_main(usage, [&] {
     std::string mode = argc > 1 ? argv[1] : "";
@@ -211,6 +231,8 @@ int main(int argc, char** argv) {
       check_comm_run(argv[2], std::stoul(argv[3]), std::stoul(argv[4]));
     } else if (mode == "train-run" && argc == 5) {
       check_train_run(argv[2], std::stoul(argv[3]), std::stoul(argv[4]));
+    } else if (mode == "gpu-run" && argc == 5) {
+      check_gpu_run(argv[2], std::stoul(argv[3]), std::stoul(argv[4]));
     } else if (mode == "forward" && argc == 5) {
       check_forward(argv[2], argv[3], std::stod(argv[4]));
     } else if (mode == "trace" && argc >= 3) {

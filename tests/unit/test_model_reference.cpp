@@ -44,8 +44,8 @@ double loss_and_grads(model::DenseModel& m, const at::Tensor& ids, const at::Ten
   mb.grad_scale = 1.0 / double(counted);
   m.zero_grad();
   model::MicroResult r = model::forward_backward(m.layout(), m, mb, model::StepOptions{});
-  EXPECT_EQ(r.counted, counted);
-  return r.loss_sum / double(r.counted);
+  EXPECT_EQ(r.tokens(), counted);
+  return r.loss() / double(r.tokens());
 }
 
 }  // namespace

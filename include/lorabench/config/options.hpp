@@ -37,7 +37,8 @@ RunConfig parse_run_config(const std::string& path, const std::string& text,
 struct ValidationContext {
   int world_size = 1;
   bool nccl_built = false;   // this binary has the NCCL backend
-  bool cuda_available = false;
+  bool cuda_available = false;  // this process sees a CUDA device
+  bool cuda_built = false;      // this binary has the CUDA path
 };
 
 // Cross-field and world-size checks (e.g. strategy single on several ranks). Throws one ConfigError

@@ -76,6 +76,7 @@ struct TrainSection {
 struct ParallelSection {
   std::string strategy;         // single | ddp | zero1 | zero2 | fsdp
   std::string backend;          // auto | mpi | nccl
+  std::string device;           // auto | cpu | cuda
   int threads_per_rank = 0;     // intra-op threads (libtorch and BLAS) per rank
   double bucket_mb = 0;         // DDP gradient bucket size, MiB
   std::string grad_sync;        // auto | every | last (gradient accumulation)

@@ -75,6 +75,7 @@ enum StepColumn : int {
   kTokensPerS, kFlops, kMfu,
   kMemCurrent, kMemPeak, kRssPeak,
   kBytesAllReduce, kBytesReduceScatter, kBytesAllGather, kBytesBroadcast, kBytesAllToAll,
+  kMemReservedPeak,
   kNumStepColumns
 };
 struct StepColumnInfo {

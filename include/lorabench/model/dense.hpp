@@ -13,8 +13,8 @@ namespace lorabench::model {
 
 class DenseModel final : public UnitProvider {
  public:
-  // Allocates the buffers (zeros). With full fine-tuning in fp32 the compute buffers are the masters.
-  DenseModel(ModelLayout m, at::ScalarType dtype);
+  // Allocates the buffers (zeros) on `device`. With full fine-tuning in fp32 the compute buffers are the masters.
+  DenseModel(ModelLayout m, at::ScalarType dtype, c10::Device device = c10::Device(c10::DeviceType::CPU));
 
   void init_random(uint64_t seed);
   void load_snapshot(const Snapshot& snap);  // base weights; LoRA keeps its values

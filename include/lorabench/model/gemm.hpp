@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "lorabench/device/device.hpp"
 #include "lorabench/metrics/flops.hpp"
 
 namespace lorabench::model {
@@ -22,7 +23,9 @@ at::Tensor gemm_bias(const at::Tensor& bias, const at::Tensor& a, const at::Tens
 std::string fp32_gemm_engine();
 
 // The per-rank peak for MFU: the best of `repeats` timed n x n x n GEMMs through gemm() (the model's own
-// GEMM path) in `dtype`, after one warm-up.
-metrics::PeakFlops calibrate_gemm_peak(at::ScalarType dtype, int threads, int64_t n = 2048, int repeats = 4);
+// GEMM path) in `dtype`, after one warm-up, on `dev` (each timed GEMM waits for the device: on CUDA the
+// cuBLAS kernel's time). n = 0: 2048 on CPU, 8192 on a GPU.
+metrics::PeakFlops calibrate_gemm_peak(at::ScalarType dtype, int threads, device::Device& dev, int64_t n = 0,
+                                       int repeats = 4);
 
 }  // namespace lorabench::model

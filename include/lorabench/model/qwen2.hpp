@@ -20,6 +20,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "lorabench/model/layout.hpp"
@@ -31,7 +32,8 @@ struct Rope {
   int64_t seq = 0;
   at::Tensor cos, sin;
 };
-Rope make_rope(const ModelShape& s, int64_t seq);
+// Computed on the CPU (the same values on every device), then moved to `device`.
+Rope make_rope(const ModelShape& s, int64_t seq, c10::Device device = c10::Device(c10::DeviceType::CPU));
 
 struct LoraPair {
   at::Tensor a, b;  // a (r, in), b (out, r); undefined when the projection has no adapter
@@ -86,6 +88,7 @@ struct LayerContext {
   int64_t batch = 0, seq = 0;
   DropoutKey dropout;
   int layer = 0;
+  c10::Device device = c10::Device(c10::DeviceType::CPU);  // where the activations live (dropout masks go there)
 };
 
 // y = layer(x). With cache != nullptr the activations for backward are kept in it (cache->full), or
@@ -101,8 +104,8 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
 // RMSNorm: y = w * (x / rms(x)).to(dt), statistics in fp32. rstd receives (N, 1). (A fused kernel; the
 // *_reference versions are the same math in plain ATen ops, for tests.)
 // The elementwise parts of the layer and the head (RMSNorm, RoPE, SwiGLU, the online softmax): lorabench's
-// fused CPU kernels (the default) or, with false, the device-generic ATen compositions that CUDA tensors
-// always take (model.fused_kernels; process-wide).
+// fused kernels (the default: CPU kernels on CPU tensors, CUDA kernels on CUDA tensors in CUDA builds) or,
+// with false, the device-generic ATen compositions on either (model.fused_kernels; process-wide).
 void set_fused_cpu_kernels(bool enabled);
 bool fused_cpu_kernels();
 
@@ -119,8 +122,10 @@ at::Tensor rmsnorm_backward_reference(const at::Tensor& dy, const at::Tensor& x,
 // over counted targets (in double) and dh = grad_scale * d(summed loss)/dh in the model dtype;
 // accumulates grad_scale * d/dE into dE_acc (fp32, (V, D)) when defined (a trainable head/embedding).
 struct HeadLoss {
-  double loss_sum = 0;
-  int64_t counted = 0;
+  // 0-dim tensors on the head's device, so that a GPU step reads them on the host once, after the last
+  // micro-step, instead of synchronising in every one.
+  at::Tensor loss_sum;  // fp64: the summed token losses
+  at::Tensor counted;   // int64: tokens with a target
   at::Tensor dh;
 };
 HeadLoss head_loss(const at::Tensor& h, const at::Tensor& emb, const at::Tensor& targets, double grad_scale,
@@ -151,6 +156,17 @@ struct HeadTerms {
 HeadTerms head_terms(const HeadPartial& hp, const at::Tensor& f, const at::Tensor& M, const at::Tensor& se,
                      const at::Tensor& zt, const at::Tensor& emb_rows, int64_t row0, const at::Tensor& targets,
                      const at::Tensor& valid, double grad_scale);
+// The vocabulary-sharded head in one call (FSDP): this caller holds rows [row0, row0 + rows) (emb_rows) and
+// sees every rank's tokens (h_all, targets, valid); its partial statistics are combined with the other
+// ranks' through two in-place reductions the caller provides, each an fp32 contiguous tensor reduced over
+// all ranks: first an element-wise max (the common M), then a sum (se * f and zt). Every rank makes both
+// calls in that order.
+struct HeadReductions {
+  std::function<void(at::Tensor&)> max, sum;
+};
+HeadTerms sharded_head_terms(const at::Tensor& h_all, const at::Tensor& emb_rows, int64_t row0,
+                             const at::Tensor& targets, const at::Tensor& valid, double grad_scale, int64_t chunk,
+                             const HeadReductions& across_ranks);
 // dE_rows += token_scale * (softmax - onehot)^T h over the rows, given the final log-sum-exp (N, 1).
 void head_weight_grad(const at::Tensor& h, const at::Tensor& emb_rows, int64_t row0, const at::Tensor& targets,
                       const at::Tensor& lse, const at::Tensor& token_scale, const at::Tensor& dE_rows, int64_t chunk);

@@ -29,8 +29,6 @@ class UnitProvider {
   virtual void release(int unit, Pass pass) {}
   // Backward finished `unit` for this micro-step: its gradients are complete (DDP may start a reduction).
   virtual void backward_done(int unit) {}
-  // Seconds this provider spent blocked on communication so far (subtracted from compute phases).
-  virtual double comm_wait_s() const { return 0; }
 
   // The vocabulary-sized operations. The defaults read the embedding / head through compute() and write
   // the head's gradient through grad(); a strategy that keeps those matrices sharded by vocabulary rows
@@ -66,10 +64,12 @@ struct StepOptions {
 };
 
 struct MicroResult {
-  double loss_sum = 0;     // summed token losses of this micro-batch
-  int64_t counted = 0;     // tokens with a target
-  double forward_s = 0;    // compute time (communication waits excluded)
-  double backward_s = 0;
+  // 0-dim tensors on the model's device (no host synchronisation inside a micro-step); loss() and
+  // tokens() read them on the host.
+  at::Tensor loss_sum;  // fp64: summed token losses of this micro-batch
+  at::Tensor counted;   // int64: tokens with a target
+  double loss() const;
+  int64_t tokens() const;
 };
 
 // Runs forward and backward of one micro-batch; gradients accumulate through provider.grad().

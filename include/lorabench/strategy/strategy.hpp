@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "lorabench/comm/communicator.hpp"
+#include "lorabench/device/device.hpp"
 #include "lorabench/model/layout.hpp"
 #include "lorabench/model/step.hpp"
 #include "lorabench/model/weights.hpp"
@@ -73,9 +74,11 @@ struct FullState {
 class TrainingStrategy : public model::UnitProvider {
  public:
   // comm may be null only for `single` on one rank. A combination the strategy does not support is a
-  // ConfigError.
+  // ConfigError. Every tensor of the strategy lives on `dev` (nullptr: device::cpu_device()); with a CUDA
+  // device the communicator must take device buffers (NCCL, or MPI behind make_staging_communicator).
   static std::unique_ptr<TrainingStrategy> create(const StrategySpec& spec, const model::ModelLayout& m,
-                                                  at::ScalarType dtype, comm::Communicator* comm);
+                                                  at::ScalarType dtype, comm::Communicator* comm,
+                                                  device::Device* dev = nullptr);
 
   virtual const char* name() const = 0;
   const model::ModelLayout& layout() const { return m_; }
@@ -108,15 +111,20 @@ class TrainingStrategy : public model::UnitProvider {
   // FSDP: decoder-layer gathers issued ahead of their use so far (prefetches), on this rank.
   virtual int64_t prefetched_layers() const { return 0; }
 
-  double comm_wait_s() const override { return comm_ ? comm_->stats().wait_s : 0.0; }
   comm::Communicator* communicator() const { return comm_; }
+  device::Device& device() const { return dev_; }
 
  protected:
-  TrainingStrategy(const model::ModelLayout& m, at::ScalarType dtype, comm::Communicator* comm)
-      : m_(m), dtype_(dtype), comm_(comm) {}
+  TrainingStrategy(const model::ModelLayout& m, at::ScalarType dtype, comm::Communicator* comm, device::Device& dev);
+  // Options of this rank's tensors: dtype t on the strategy's device.
+  at::TensorOptions opts(at::ScalarType t) const;
+  // Collective: the sum of x over all ranks, in fp64 (through a device scalar where the communicator
+  // takes device buffers).
+  double all_reduce_sum(double x) const;
   const model::ModelLayout& m_;
   at::ScalarType dtype_;
   comm::Communicator* comm_;
+  device::Device& dev_;
 };
 
 // comm::DataType of an ATen dtype (fp32, bf16, fp16, int32, int64).

@@ -30,5 +30,10 @@ std::string broadcast_string(MPI_Comm comm, const std::string& s);
 void quiet_barrier(MPI_Comm comm);
 // Rank 0 decides (ok, message); every rank gets it.
 bool broadcast_status(MPI_Comm comm, bool ok, std::string& message);
+// Every rank decides: false on every rank when any rank passes false, with the message of the lowest such
+// rank (prefixed "rank R: " when it is not rank 0's) in `message` everywhere.
+bool agree_status(MPI_Comm comm, bool ok, std::string& message);
+// Every rank's string, in rank order, on every rank.
+std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& s);
 
 }  // namespace lorabench::train

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "lorabench/config/run_config.hpp"
@@ -66,6 +67,7 @@ class StepRunner {
   // world: the control-plane communicator (host MPI); the strategy carries the data-plane one.
   StepRunner(const model::ModelLayout& m, strategy::TrainingStrategy& s, data::BatchSource& source,
              const StepConfig& c, MPI_Comm world);
+  ~StepRunner();
 
   // Collective. Runs step `step` (0-based): every micro-step's forward and backward, the global loss
   // and non-finite check, and (when finite) clipping and the optimizer update. The control-plane
@@ -84,6 +86,7 @@ class StepRunner {
   StepConfig c_;
   MPI_Comm world_;
   int rank_ = 0;
+  std::unique_ptr<comm::SyncTimer> timer_;  // the device's: phase changes and blocked spans
 };
 
 // The held-out loss (train.eval_every).

@@ -1,0 +1,3 @@
+# The device layer on CPU (choice of device and backend, CPU memory statistics and timer).
+lorabench_unit_test(test_device SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_device.cpp
+                    LIBS lorabench_device lorabench_metrics_torch lorabench::torch)
