@@ -1,0 +1,240 @@
+#!/usr/bin/env bash
+# The GPU check (docs/gpu.md, "Checking on a GPU machine"): one script for a machine that has a GPU, the
+# CUDA toolkit, a CUDA PyTorch, CMake and ninja, but not lorabench's other build dependencies and no
+# network (the lent H200 machine: no MPI, HDF5, Boost, ... development files, no downloads).
+#
+#   scripts/gpu_check.sh prepare [DIR]    on a Debian 12 machine with network: downloads the Debian packages
+#                                         lorabench builds against (Open MPI, parallel HDF5, Boost.Program_options,
+#                                         nlohmann-json, PCRE2, utf8proc, GoogleTest, pkgconf and their
+#                                         libraries) into DIR (default gpu-carry/, git-ignored), < 64 MiB
+#   scripts/gpu_check.sh run OUT [DIR]    on the GPU machine, from the repository root with DIR carried
+#                                         beside it: unpacks the packages under DIR/root, builds lorabench
+#                                         there against that machine's python3 torch (all cores), runs
+#                                         `ctest -L gpu`, `lorabench doctor`, 20 steps of single on one GPU
+#                                         (NCCL) and of ddp, zero1, zero2, fsdp on 2 ranks sharing it (MPI,
+#                                         staged), fp32 and bf16; writes OUT/summary.md, logs and run files
+#   scripts/gpu_check.sh env DIR          prints the environment `run` uses (to source it by hand)
+#
+# Every step of `run` is timed and its outcome recorded; a failing step does not stop the later ones, and the
+# exit code is non-zero when any failed. LB_GPU_CHECK_BUILD=DIR uses an existing build instead of building.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+# The packages and their libraries that a CUDA PyTorch image lacks (Debian 12 names; the extracted files
+# run on any glibc >= 2.36).
+PACKAGES=(
+  openmpi-bin openmpi-common libopenmpi-dev libopenmpi3 libpmix2 libhwloc15 libevent-core-2.1-7
+  libevent-pthreads-2.1-7 libfabric1 libucx0 libibverbs1 librdmacm1 libnl-3-200 libnl-route-3-200 libpsm2-2
+  libpsm-infinipath1 libmunge2 libxnvctrl0 libpciaccess0 libltdl7 libgfortran5
+  libhdf5-openmpi-dev libhdf5-openmpi-103-1 libhdf5-openmpi-hl-100 libhdf5-openmpi-cpp-103-1
+  libhdf5-openmpi-hl-cpp-100 libsz2 libaec0 libcurl3-gnutls
+  libboost-program-options1.74-dev libboost-program-options1.74.0 libboost1.74-dev
+  nlohmann-json3-dev libpcre2-dev libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2
+  libgtest-dev pkgconf pkgconf-bin libpkgconf3
+)
+LIMIT_MIB=60
+
+die() { echo "gpu_check: $*" >&2; exit 1; }
+
+prepare() {
+  local dir=$1
+  mkdir -p "$dir/debs"
+  (cd "$dir/debs" && apt-get download "${PACKAGES[@]}") || die "apt-get download failed (a Debian 12 machine with its package index is needed)"
+  local mib
+  mib=$(du -sm "$dir/debs" | cut -f1)
+  [[ $mib -le $LIMIT_MIB ]] || die "$dir/debs holds $mib MiB, more than $LIMIT_MIB MiB"
+  (cd "$dir/debs" && ls -1 *.deb) >"$dir/MANIFEST"
+  echo "gpu_check: $(wc -l <"$dir/MANIFEST") packages, $mib MiB in $dir/debs"
+}
+
+# unpack DIR: every carried .deb extracted under DIR/root (dpkg-deb, or python3 where dpkg is missing).
+unpack() {
+  local dir=$1 root
+  [[ -d $dir/debs ]] || die "$dir/debs is missing: run 'scripts/gpu_check.sh prepare $dir' where there is network, and carry $dir"
+  root=$(cd "$dir" && pwd)/root
+  rm -rf "$root"
+  mkdir -p "$root"
+  local deb
+  for deb in "$dir"/debs/*.deb; do
+    if command -v dpkg-deb >/dev/null 2>&1; then
+      dpkg-deb -x "$deb" "$root" || die "cannot unpack $deb"
+    else
+      python3 - "$deb" "$root" <<'PY' || die "cannot unpack $deb"
+import io, sys, tarfile
+deb, root = sys.argv[1], sys.argv[2]
+data = open(deb, "rb").read()
+assert data[:8] == b"!<arch>\n", deb + ": not an ar archive"
+pos = 8
+while pos < len(data):
+    name = data[pos:pos + 16].decode().strip().rstrip("/")
+    size = int(data[pos + 48:pos + 58].decode().strip())
+    body = data[pos + 60:pos + 60 + size]
+    if name.startswith("data.tar"):
+        tarfile.open(fileobj=io.BytesIO(body)).extractall(root)
+    pos += 60 + size + (size & 1)
+PY
+    fi
+  done
+  # Debian's alternatives are made by maintainer scripts, which do not run here: the names CMake and
+  # users look for, pointing at the Open MPI flavours.
+  local b
+  for b in mpirun mpiexec mpicc mpicxx mpic++; do
+    [[ -e $root/usr/bin/$b.openmpi ]] && ln -sf "$b.openmpi" "$root/usr/bin/$b"
+  done
+  ln -sf pkgconf "$root/usr/bin/pkg-config"
+  # Symbolic links inside the packages are absolute (/usr/lib/...): make them point into the root.
+  local link target
+  while IFS= read -r link; do
+    target=$(readlink "$link")
+    [[ $target == /* ]] && ln -sfn "$root$target" "$link"
+  done < <(find "$root" -type l)
+  # pkg-config files name prefix=/usr: rewrite them to the root.
+  find "$root" -name '*.pc' -exec sed -i "s#^prefix=/usr#prefix=$root/usr#; s#=/usr/#=$root/usr/#g" {} +
+}
+
+# The environment that makes the unpacked packages usable in place (printed by `env`).
+environment() {
+  local root
+  root=$(cd "$1" && pwd)/root
+  local arch=x86_64-linux-gnu
+  local ompi=$root/usr/lib/$arch/openmpi
+  cat <<EOF
+export LB_CARRY_ROOT="$root"
+# Debian's parallel HDF5 as a prefix of its own (include/ and lib/ links): FindHDF5 has no openmpi suffix.
+export HDF5_ROOT="$root/usr/lib/$arch/hdf5/openmpi"
+export PATH="$root/usr/bin:\$PATH"
+export LD_LIBRARY_PATH="$ompi/lib:$root/usr/lib/$arch/hdf5/openmpi:$root/usr/lib/$arch:\${LD_LIBRARY_PATH:-}"
+export PKG_CONFIG_PATH="$root/usr/lib/$arch/pkgconfig:$root/usr/share/pkgconfig:$root/usr/lib/$arch/hdf5/openmpi/pkgconfig"
+export CMAKE_PREFIX_PATH="$root/usr:\${CMAKE_PREFIX_PATH:-}"
+export CPATH="$root/usr/include:\${CPATH:-}"
+export LIBRARY_PATH="$ompi/lib:$root/usr/lib/$arch:\${LIBRARY_PATH:-}"
+# Open MPI found where it was unpacked (its installdirs read these), PMIx likewise.
+export OPAL_PREFIX="$root/usr" OPAL_EXEC_PREFIX="$root/usr" OPAL_BINDIR="$root/usr/bin" OPAL_LIBDIR="$ompi/lib"
+export OPAL_INCLUDEDIR="$ompi/include" OPAL_DATAROOTDIR="$root/usr/share" OPAL_DATADIR="$root/usr/share"
+export OPAL_PKGDATADIR="$root/usr/share/openmpi" OPAL_SYSCONFDIR="$root/etc/openmpi"
+export OPAL_PKGLIBDIR="$ompi/lib/openmpi3"
+export PMIX_INSTALL_PREFIX="$root/usr" PMIX_MCA_mca_base_component_path="$root/usr/lib/$arch/pmix2/lib/pmix"
+# One host, as root: shared memory between ranks, no UCX or verbs probing.
+export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_osc=^ucx OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 HWLOC_HIDE_ERRORS=1
+EOF
+}
+
+# step NAME CMD...: runs CMD with its output in OUT/logs/NAME.log, records the outcome and seconds.
+step() {
+  local name=$1
+  shift
+  local t0=$SECONDS rc=0
+  "$@" >"$OUT/logs/$name.log" 2>&1 || rc=$?
+  local dt=$((SECONDS - t0))
+  if [[ $rc -eq 0 ]]; then
+    echo "| $name | ok | $dt |" >>"$OUT/steps.md"
+  else
+    echo "| $name | FAILED (exit $rc) | $dt |" >>"$OUT/steps.md"
+    FAILED=$((FAILED + 1))
+    { echo "### $name: last lines"; echo '```'; tail -n 30 "$OUT/logs/$name.log"; echo '```'; } >>"$OUT/failures.md"
+  fi
+  echo "gpu_check: $name: $([[ $rc -eq 0 ]] && echo ok || echo "FAILED ($rc)") in ${dt}s"
+  return 0
+}
+
+run() {
+  OUT=$(mkdir -p "$1" && cd "$1" && pwd)
+  local dir=$2
+  mkdir -p "$OUT/logs"
+  : >"$OUT/steps.md"
+  : >"$OUT/failures.md"
+  FAILED=0
+  unpack "$dir"
+  eval "$(environment "$dir")"
+  local build=$here/build-gpu py
+  py=$(command -v python3)
+  local jobs
+  jobs=$(nproc)
+  {
+    echo "date: $(date -u +%FT%TZ)"
+    echo "commit: $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | sed 's/^/gpu: /'
+    echo "nvcc: $(nvcc --version 2>&1 | tail -n 2 | head -n 1)"
+    echo "torch: $("$py" -c 'import torch; print(torch.__version__, torch.version.cuda, torch.cuda.nccl.version())' 2>&1)"
+    echo "cmake: $(cmake --version | head -n 1)"
+    echo "cores: $jobs"
+  } >"$OUT/versions.txt"
+
+  if [[ -n ${LB_GPU_CHECK_BUILD:-} ]]; then  # an existing build (to try the script's flow without a build)
+    build=$LB_GPU_CHECK_BUILD
+  else
+    step configure cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLORABENCH_TORCH="$py" \
+      -DLORABENCH_WITH_CUDA=ON -DLORABENCH_WITH_NCCL=ON -DLORABENCH_WITH_PAPI=OFF -DHDF5_ROOT="$HDF5_ROOT" \
+      -DMPIEXEC_PREFLAGS="--oversubscribe"
+    step build cmake --build "$build" -j "$jobs"
+  fi
+  local lb=$build/src/app/lorabench
+  step ctest_gpu bash -c "cd '$build' && ctest -L gpu --output-on-failure --timeout 900"
+  # On the GPU machine a Skipped gpu test is a failure of the check: it did not see the GPU.
+  step gpu_tests_not_skipped bash -c "! grep -E '\*\*\*Skipped' '$OUT/logs/ctest_gpu.log'"
+  step ctest_device_unit bash -c "cd '$build' && ctest -R 'test_device|DeviceChoice|CpuDevice|test_comm_staging' --output-on-failure"
+  step doctor_1rank "$lb" doctor
+  step doctor_2ranks_shared mpirun -n 2 "$lb" doctor
+  local work=$OUT/runs
+  mkdir -p "$work"
+  local dtype s
+  for dtype in fp32 bf16; do
+    step "single_$dtype" bash -c "cd '$work' && '$lb' '$here/inputs/tiny.ini' --set run.steps=20 --set model.dtype=$dtype \
+      --set parallel.device=cuda --set parallel.backend=nccl --set profile.peak_gflops=0 --set run.name=single-$dtype"
+    for s in ddp zero1 zero2 fsdp; do
+      step "${s}_2ranks_$dtype" bash -c "cd '$work' && mpirun -n 2 '$lb' '$here/inputs/tiny.ini' --set run.steps=20 \
+        --set model.dtype=$dtype --set parallel.strategy=$s --set parallel.device=cuda --set parallel.backend=mpi \
+        --set profile.peak_gflops=0 --set run.name=$s-$dtype"
+    done
+  done
+  # The small preset on one GPU: a size where the GPU, not the launch overhead, sets the step time.
+  step single_small_bf16 bash -c "cd '$work' && '$lb' '$here/inputs/tiny.ini' --set model.preset=small --set run.steps=20 \
+    --set model.dtype=bf16 --set data.seq_len=512 --set train.micro_batch=8 --set parallel.device=cuda \
+    --set profile.peak_gflops=0 --set run.name=single-small-bf16"
+  step report bash -c "cd '$work' && '$build/postprocess/lorabench-report' outputs/*/run.h5 > '$OUT/report.md'"
+
+  {
+    echo "# lorabench GPU check"
+    echo
+    echo '```'
+    cat "$OUT/versions.txt"
+    echo '```'
+    echo
+    echo "| step | outcome | seconds |"
+    echo "| --- | --- | --- |"
+    cat "$OUT/steps.md"
+    echo
+    echo "## gpu tests"
+    echo '```'
+    grep -E 'Test +#|tests passed|Skipped|Failed' "$OUT/logs/ctest_gpu.log" 2>/dev/null | tail -n 20
+    echo '```'
+    echo
+    echo "## doctor"
+    echo '```'
+    cat "$OUT/logs/doctor_1rank.log" "$OUT/logs/doctor_2ranks_shared.log" 2>/dev/null | grep -E 'cuda|gpu_collective|ready|FAIL'
+    echo '```'
+    echo
+    echo "## runs (last step line, summary line)"
+    echo '```'
+    for f in "$OUT"/logs/single_*.log "$OUT"/logs/*_2ranks_*.log; do
+      [[ -f $f ]] || continue
+      echo "$(basename "$f" .log): $(grep -E '^step [0-9]+/' "$f" | tail -n 1)"
+      echo "    $(grep -E '^run: ' "$f" | tail -n 1)"
+    done
+    echo '```'
+    [[ -s $OUT/failures.md ]] && { echo; echo "## failures"; cat "$OUT/failures.md"; }
+  } >"$OUT/summary.md"
+  # The run files, without checkpoints or adapters (they stay small).
+  find "$work" -name '*.safetensors' -delete 2>/dev/null
+  echo "gpu_check: $FAILED step(s) failed; $OUT/summary.md"
+  [[ $FAILED -eq 0 ]]
+}
+
+case "${1:-}" in
+  prepare) prepare "${2:-$here/gpu-carry}" ;;
+  run) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh run OUT_DIR [CARRY_DIR]"; run "$2" "${3:-$here/gpu-carry}" ;;
+  env) environment "${2:-$here/gpu-carry}" ;;
+  unpack) unpack "${2:-$here/gpu-carry}" ;;  # the first step of run, alone (to test the carry here)
+  *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
