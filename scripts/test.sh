@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds, and runs every ctest label this machine supports
-# (unit, mpi, e2e, slurm, multinode; gpu only where a GPU is visible; multinode reports itself skipped
+# (unit, mpi, e2e, slurm, multinode, fuzz; gpu only where a GPU is visible; multinode reports itself skipped
 # where the machine does not allow network namespaces).
 #   scripts/test.sh                 # everything
 #   scripts/test.sh -L unit         # extra arguments go to ctest
