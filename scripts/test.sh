@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds, and runs every ctest label this machine supports
-# (unit, mpi, e2e, slurm, multinode, gpu; the gpu tests report themselves Skipped where no GPU is visible,
-# multinode where the machine does not allow network namespaces).
+# (unit, mpi, e2e, slurm, multinode, fuzz, gpu; the gpu tests report themselves Skipped where no GPU is
+# visible, multinode where the machine does not allow network namespaces).
 #   scripts/test.sh                 # everything
 #   scripts/test.sh -L unit         # extra arguments go to ctest
 set -euo pipefail

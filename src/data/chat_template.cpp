@@ -51,7 +51,7 @@ std::vector<ChatMessage> parse_chat_json(const std::string& json_text) {
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number beyond a double
     throw IoError(std::string("malformed JSON: ") + e.what());
   }
   std::vector<ChatMessage> msgs;

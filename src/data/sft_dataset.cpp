@@ -169,6 +169,8 @@ SftRecords load_sft_records(const std::string& path, SftFormat format, BadRecord
     } catch (const json::parse_error& e) {
       throw IoError(path + ":" + std::to_string(line_of_offset(text, start + e.byte - (e.byte > 0))) +
                     ": malformed JSON array: " + e.what());
+    } catch (const json::exception& e) {  // e.g. a number too large for a double (out_of_range.406)
+      throw IoError(path + ": malformed JSON array: " + e.what());
     }
     for (size_t i = 0; i < arr.size(); ++i) loader.add(path + "[" + std::to_string(i) + "]", &arr[i], "");
     return loader.finish();
@@ -194,7 +196,7 @@ SftRecords load_sft_records(const std::string& path, SftFormat format, BadRecord
     json rec;
     try {
       rec = json::parse(row.begin(), row.end());
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond a double
       loader.add(where, nullptr, std::string("malformed JSON: ") + e.what());
       continue;
     }

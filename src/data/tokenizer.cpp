@@ -487,17 +487,28 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
 
     const json& vocab = model.at("vocab");
     const json& added = j.at("added_tokens");
+    // Ids index tables of max_id + 1 entries: each must be an integer, and the largest one near the
+    // number of tokens (Hugging Face numbers them densely), or one crafted id would cost gigabytes.
+    const size_t entries = vocab.size() + added.size();
+    auto id_of = [&](const json& v) -> TokenId {
+      if (!v.is_number_integer()) throw fail("token id " + v.dump() + " is not an integer");
+      const int64_t id = v.is_number_unsigned() ? int64_t(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX)) : v.get<int64_t>();
+      if (id < 0) throw fail("negative token id");
+      if (uint64_t(id) >= 2 * uint64_t(entries) + 1024)
+        throw fail("token id " + std::to_string(id) + " is far beyond the " + std::to_string(entries) +
+                   " tokens listed (ids are expected to be dense)");
+      return TokenId(id);
+    };
     TokenId max_id = -1;
-    for (const auto& v : vocab) max_id = std::max(max_id, v.get<TokenId>());
-    for (const auto& a : added) max_id = std::max(max_id, a.at("id").get<TokenId>());
+    for (const auto& v : vocab) max_id = std::max(max_id, id_of(v));
+    for (const auto& a : added) max_id = std::max(max_id, id_of(a.at("id")));
     if (max_id < 0) throw fail("empty vocabulary");
     impl->bytes_of.assign(size_t(max_id) + 1, std::string());
     impl->known.assign(size_t(max_id) + 1, false);
     impl->index.reset(vocab.size() + added.size());
     std::string raw;
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-      TokenId id = it.value().get<TokenId>();
-      if (id < 0) throw fail("negative token id");
+      TokenId id = id_of(it.value());
       if (impl->known[size_t(id)]) throw fail("token id " + std::to_string(id) + " is listed twice");
       if (!byte_level_to_bytes(it.key(), &impl->bytes_of[size_t(id)]))
         throw fail("vocabulary entry outside the byte-level alphabet");
@@ -548,9 +559,8 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
       if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false))
         throw fail("added token " + a.dump() + ": lstrip/rstrip/single_word are not supported");
       std::string text = a.at("content");
-      TokenId id = a.at("id");
+      TokenId id = id_of(a.at("id"));
       if (text.empty()) throw fail("empty added token");
-      if (id < 0) throw fail("negative token id");
       impl->bytes_of[size_t(id)] = text;
       impl->known[size_t(id)] = true;
       impl->index.insert(id, impl->bytes_of);

@@ -484,7 +484,8 @@ CheckpointReader::CheckpointReader(const std::string& path) {
       std::vector<hsize_t> dims(static_cast<size_t>(std::max(nd, 0)));
       if (nd > 0) H5Sget_simple_extent_dims(space, dims.data(), nullptr);
       if (name == "rng/rank_seeds") {
-        c.rank_seeds.resize(dims.empty() ? 0 : dims[0]);
+        if (dims.size() != 1) fail(path, "rng/rank_seeds is not a 1-d dataset");
+        c.rank_seeds.resize(h5::stored_points(obj, name));
         if (!c.rank_seeds.empty())
           check(H5Dread(obj, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, c.rank_seeds.data()), path,
                 "cannot read " + name);
@@ -494,6 +495,7 @@ CheckpointReader::CheckpointReader(const std::string& path) {
       StoredTensor t;
       t.path = name;
       t.shape.assign(dims.begin(), dims.end());
+      (void)h5::stored_points(obj, name);  // a shape larger than the data stored is a corrupt file
       if (!h5::has_attr(obj, kCkptAttrDigest)) fail(path, "tensor " + name + " has no digest attribute");
       t.digest = h5::read_attr_string(obj, kCkptAttrDigest);
       c.tensors.push_back(std::move(t));

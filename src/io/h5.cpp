@@ -284,12 +284,28 @@ void write_strings(hid_t loc, const std::string& name, const std::vector<std::st
   if (n) check_status(H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), loc, "cannot write " + name);
 }
 
+hsize_t stored_points(hid_t dset, const std::string& name) {
+  Handle space(H5Dget_space(dset));
+  const hssize_t n = H5Sget_simple_extent_npoints(space);
+  if (n < 0) fail(dset, "cannot read the shape of " + name);
+  Handle type(H5Dget_type(dset));
+  Handle dcpl(H5Dget_create_plist(dset));
+  const long double need = static_cast<long double>(n) * static_cast<long double>(H5Tget_size(type));
+  // Uncompressed data occupies its full size; with a filter (compression) only a generous bound holds.
+  const bool filtered = dcpl.valid() && H5Pget_nfilters(dcpl) > 0;
+  const long double have = filtered ? 1024.0L * static_cast<long double>(H5Dget_storage_size(dset)) + 65536.0L
+                                    : static_cast<long double>(H5Dget_storage_size(dset));
+  if (n > 0 && need > have)
+    fail(dset, name + " claims " + std::to_string(n) + " elements but stores " +
+                   std::to_string(H5Dget_storage_size(dset)) + " bytes (truncated or corrupt file)");
+  return static_cast<hsize_t>(n);
+}
+
 std::vector<std::string> read_strings(hid_t loc, const std::string& name) {
   if (!exists(loc, name)) fail(loc, "no dataset \"" + name + "\"");
   Handle d(check(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), loc, "cannot open dataset " + name));
-  Handle space(H5Dget_space(d));
-  hssize_t n = H5Sget_simple_extent_npoints(space);
-  std::vector<char*> ptrs(static_cast<size_t>(n > 0 ? n : 0), nullptr);
+  const hsize_t n = stored_points(d, name);
+  std::vector<char*> ptrs(static_cast<size_t>(n), nullptr);
   Handle t = string_type();
   if (n > 0) check_status(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), loc, "cannot read " + name);
   std::vector<std::string> out;
@@ -365,8 +381,7 @@ std::map<std::string, std::vector<double>> read_table(hid_t loc, const std::stri
   Handle ftype(H5Dget_type(d));
   if (H5Tget_class(ftype) != H5T_COMPOUND) fail(loc, "\"" + name + "\" is not a table");
   int n = H5Tget_nmembers(ftype);
-  Handle space(H5Dget_space(d));
-  hssize_t rows = H5Sget_simple_extent_npoints(space);
+  const hsize_t rows = stored_points(d, name);
   std::map<std::string, std::vector<double>> out;
   for (int i = 0; i < n; ++i) {
     char* cname = H5Tget_member_name(ftype, static_cast<unsigned>(i));
@@ -374,7 +389,7 @@ std::map<std::string, std::vector<double>> read_table(hid_t loc, const std::stri
     H5free_memory(cname);
     Handle mt(H5Tcreate(H5T_COMPOUND, sizeof(double)));
     H5Tinsert(mt, col.c_str(), 0, H5T_NATIVE_DOUBLE);
-    std::vector<double> v(static_cast<size_t>(rows > 0 ? rows : 0));
+    std::vector<double> v(static_cast<size_t>(rows));
     if (rows > 0) check_status(H5Dread(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), loc, "cannot read " + col);
     out[col] = std::move(v);
   }

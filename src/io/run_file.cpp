@@ -159,6 +159,9 @@ std::vector<ValidationCheck> RunFileReader::validation() const {
   h5::Handle g = h5::open_group(file_, schema::kValidation);
   auto names = h5::read_strings(g, "check_names");
   auto details = h5::read_strings(g, "check_details");
+  const std::vector<hsize_t> dims = h5::dataset_dims(g, "check_passed");
+  if (details.size() != names.size() || dims.size() != 1 || dims[0] != names.size())
+    throw IoError(path_ + ": /validation: check_names, check_details and check_passed differ in length");
   std::vector<int64_t> passed(names.size());
   if (!names.empty()) h5::read_array(g, "check_passed", H5T_NATIVE_INT64, passed.data());
   for (size_t i = 0; i < names.size(); ++i) out.push_back({names[i], passed[i] != 0, details.at(i)});

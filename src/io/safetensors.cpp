@@ -19,6 +19,10 @@
 namespace lorabench::io {
 
 int64_t SafeTensorInfo::numel() const {
+  // The reader has checked that the element count fits (it is at most the file size); a zero dimension
+  // makes it 0 whatever the others are, without multiplying them (which could overflow).
+  for (auto d : shape)
+    if (d == 0) return 0;
   int64_t n = 1;
   for (auto d : shape) n *= d;
   return n;
@@ -108,7 +112,17 @@ SafeTensorsFile::SafeTensorsFile(const std::string& path) : path_(path) {
     if (t.end > data_size)
       fail("tensor " + name + ": bytes [" + std::to_string(t.begin) + ", " + std::to_string(t.end) +
            ") lie outside the data section of " + std::to_string(data_size) + " bytes (truncated file?)");
-    uint64_t expect = static_cast<uint64_t>(t.numel()) * esize;
+    // Bytes the shape needs, checked for overflow: a lying shape must not wrap around to the byte range.
+    uint64_t expect = esize;
+    bool zero = false, overflow = false;
+    for (int64_t d : t.shape) {
+      if (d == 0) zero = true;
+      else if (expect > UINT64_MAX / static_cast<uint64_t>(d)) overflow = true;
+      else expect *= static_cast<uint64_t>(d);
+    }
+    if (zero) expect = 0;
+    else if (overflow)
+      fail("tensor " + name + ": shape " + shape_string(t.shape) + " x " + t.dtype + " needs more than 2^64 bytes");
     if (t.end - t.begin != expect)
       fail("tensor " + name + ": shape " + shape_string(t.shape) + " x " + t.dtype + " needs " +
            std::to_string(expect) + " bytes but data_offsets span " + std::to_string(t.end - t.begin));

@@ -30,60 +30,6 @@ void write_text(const std::string& path, const std::string& text) {
 
 }  // namespace
 
-AdapterConfig read_adapter_config(const std::string& dir) {
-  const std::string path = (fs::path(dir) / "adapter_config.json").string();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw IoError(path + ": not valid JSON: " + e.what());
-  }
-  auto need = [&](const char* key) -> const nlohmann::json& {
-    if (!j.contains(key)) throw IoError(path + ": missing key \"" + key + "\"");
-    return j[key];
-  };
-  if (j.value("peft_type", "LORA") != "LORA") throw IoError(path + ": peft_type is not LORA");
-  if (j.value("use_dora", false)) throw IoError(path + ": use_dora = true is not supported");
-  if (j.value("bias", "none") != "none") throw IoError(path + ": bias = " + j["bias"].dump() + " is not supported");
-  for (const char* k : {"rank_pattern", "alpha_pattern"})
-    if (j.contains(k) && j[k].is_object() && !j[k].empty())
-      throw IoError(path + ": " + k + " is not supported (one r and alpha for every module)");
-  AdapterConfig c;
-  if (!need("r").is_number_integer()) throw IoError(path + ": \"r\" is not an integer");
-  c.r = need("r").get<int>();
-  if (!need("lora_alpha").is_number()) throw IoError(path + ": \"lora_alpha\" is not a number");
-  c.alpha = need("lora_alpha").get<double>();
-  c.dropout = j.value("lora_dropout", 0.0);
-  c.rslora = j.value("use_rslora", false);
-  c.base_model = j.contains("base_model_name_or_path") && j["base_model_name_or_path"].is_string()
-                     ? j["base_model_name_or_path"].get<std::string>()
-                     : "";
-  const auto& tm = need("target_modules");
-  std::vector<std::string> mods;
-  if (tm.is_string()) {
-    mods.push_back(tm.get<std::string>());
-  } else if (tm.is_array()) {
-    for (const auto& x : tm) mods.push_back(x.get<std::string>());
-  } else {
-    throw IoError(path + ": target_modules must be a list");
-  }
-  for (int i = 0; i < model::kNumProj; ++i) {
-    for (const auto& mname : mods) {
-      if (mname == kModuleNames[i]) c.targets.push_back(model::proj_short_name(static_cast<model::Proj>(i)));
-    }
-  }
-  for (const auto& mname : mods) {
-    bool known = false;
-    for (const char* k : kModuleNames) known = known || mname == k;
-    if (!known) throw IoError(path + ": target module \"" + mname + "\" is not one of q/k/v/o/gate/up/down_proj");
-  }
-  return c;
-}
-
-model::LoraSpec lora_spec_of(const AdapterConfig& c) {
-  return model::make_lora_spec(true, c.r, c.alpha, c.dropout, c.rslora, c.targets);
-}
-
 void load_adapter(const std::string& dir, const model::ModelLayout& m, std::vector<at::Tensor>& flats) {
   AdapterConfig c = read_adapter_config(dir);
   std::vector<std::string> diffs;
@@ -156,22 +102,6 @@ void write_adapter_config(const std::string& dir, const AdapterConfig& c) {
   j["use_dora"] = false;
   j["use_rslora"] = c.rslora;
   write_text((fs::path(dir) / "adapter_config.json").string(), j.dump(2) + "\n");
-}
-
-std::vector<std::string> adapter_mismatches(const AdapterConfig& a, const model::LoraSpec& run) {
-  std::vector<std::string> out;
-  if (a.r != run.r) out.push_back(strformat("r: adapter %d, lora.r %d", a.r, run.r));
-  if (a.alpha != run.alpha) out.push_back(strformat("lora_alpha: adapter %g, lora.alpha %g", a.alpha, run.alpha));
-  if (a.rslora != run.rslora)
-    out.push_back(std::string("use_rslora: adapter ") + (a.rslora ? "true" : "false") + ", lora.rslora " +
-                  (run.rslora ? "true" : "false"));
-  std::vector<std::string> want = run.target_names();
-  std::vector<std::string> have = a.targets;
-  std::sort(have.begin(), have.end());
-  std::sort(want.begin(), want.end());
-  if (have != want)
-    out.push_back("target_modules: adapter " + join(have, ",") + ", lora.targets " + join(want, ","));
-  return out;
 }
 
 std::string base_model_name(const std::string& model_path, const std::string& preset) {

@@ -67,15 +67,27 @@ ModelShape load_hf_config(const std::string& path) {
   } catch (const std::exception& e) {
     throw IoError(path + ": not valid JSON: " + e.what());
   }
+  if (!j.is_object()) throw IoError(path + ": not a JSON object");
+  // Every integer read here is a size, every number a positive constant: anything else is refused here,
+  // where the file and key can be named, rather than failing (or overflowing) when the model is built.
   auto get_int = [&](const char* key) -> int64_t {
     if (!j.contains(key) || !j[key].is_number_integer())
       throw IoError(path + ": key \"" + key + "\" is missing or not an integer");
+    if (j[key].is_number_unsigned() ? (j[key].get<uint64_t>() == 0 || j[key].get<uint64_t>() > uint64_t(INT64_MAX))
+                                    : j[key].get<int64_t>() <= 0)
+      throw IoError(path + ": key \"" + key + "\" must be a positive integer, got " + j[key].dump());
     return j[key].get<int64_t>();
   };
   auto get_num = [&](const char* key, double def) -> double {
     if (!j.contains(key) || j[key].is_null()) return def;
     if (!j[key].is_number()) throw IoError(path + ": key \"" + key + "\" is not a number");
+    if (!(j[key].get<double>() > 0)) throw IoError(path + ": key \"" + key + "\" must be positive, got " + j[key].dump());
     return j[key].get<double>();
+  };
+  auto get_bool = [&](const char* key, bool def) -> bool {
+    if (!j.contains(key) || j[key].is_null()) return def;
+    if (!j[key].is_boolean()) throw IoError(path + ": key \"" + key + "\" is not true or false");
+    return j[key].get<bool>();
   };
   if (j.contains("model_type") && j["model_type"] != "qwen2")
     throw IoError(path + ": model_type is " + j["model_type"].dump() + ", lorabench implements qwen2");
@@ -83,7 +95,7 @@ ModelShape load_hf_config(const std::string& path) {
     throw IoError(path + ": hidden_act " + j["hidden_act"].dump() + " is not supported (silu)");
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
     throw IoError(path + ": rope_scaling is not supported (found " + j["rope_scaling"].dump() + ")");
-  if (j.value("use_sliding_window", false))
+  if (get_bool("use_sliding_window", false))
     throw IoError(path + ": use_sliding_window = true is not supported");
   ModelShape s;
   s.name = path;
@@ -96,11 +108,17 @@ ModelShape load_hf_config(const std::string& path) {
   s.head_dim = j.contains("head_dim") ? get_int("head_dim") : s.hidden / s.heads;
   s.rope_theta = get_num("rope_theta", 10000.0);
   s.rms_eps = get_num("rms_norm_eps", 1e-6);
-  s.tie_embeddings = j.value("tie_word_embeddings", false);
+  s.tie_embeddings = get_bool("tie_word_embeddings", false);
   s.max_positions = j.contains("max_position_embeddings") ? get_int("max_position_embeddings") : 32768;
   if (s.heads <= 0 || s.kv_heads <= 0 || s.heads % s.kv_heads != 0)
     throw IoError(path + ": num_attention_heads must be a positive multiple of num_key_value_heads");
   if (s.head_dim % 2 != 0) throw IoError(path + ": head dimension must be even for rotary embeddings");
+  // The parameter count (int64 arithmetic in total_params) must not overflow: 2^50 is far beyond any model.
+  const double d = double(s.hidden), q = double(s.heads) * double(s.head_dim), kv = double(s.kv_heads) * double(s.head_dim);
+  const double params = 2 * double(s.vocab_size) * d +
+                        double(s.layers) * (2 * d * q + 2 * d * kv + q + 2 * kv + 3 * d * double(s.intermediate) + 2 * d) + d;
+  if (!(params < 0x1p50) || q > 0x1p40)
+    throw IoError(path + ": the sizes describe a model of " + strformat("%.3g", params) + " parameters (too large)");
   return s;
 }
 

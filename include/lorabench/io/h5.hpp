@@ -82,6 +82,9 @@ std::vector<std::string> read_strings(hid_t loc, const std::string& name);
 void write_array(hid_t loc, const std::string& name, hid_t mem_type, const void* data, const std::vector<hsize_t>& dims,
                  hid_t file_type = -1);
 std::vector<hsize_t> dataset_dims(hid_t loc, const std::string& name);
+// The element count of an open dataset, after checking that the file stores that many (IoError naming the
+// file and `name` when a truncated or crafted file claims more than it holds): what a reader may allocate.
+hsize_t stored_points(hid_t dset, const std::string& name);
 void read_array(hid_t loc, const std::string& name, hid_t mem_type, void* data);
 
 // An extendible table of records (a 1-d compound dataset, chunked, unlimited rows). Every column is

@@ -9,25 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "lorabench/lora/adapter_config.hpp"
 #include "lorabench/model/layout.hpp"
 
 namespace lorabench::lora {
-
-struct AdapterConfig {
-  int r = 0;
-  double alpha = 0;
-  double dropout = 0;
-  bool rslora = false;
-  std::vector<std::string> targets;  // lorabench names: q, k, v, o, gate, up, down
-  std::string base_model;            // base_model_name_or_path
-};
-
-// Reads and checks adapter_config.json (peft_type LORA, no DoRA, no bias, no per-module rank/alpha
-// patterns). IoError naming the file and the key.
-AdapterConfig read_adapter_config(const std::string& dir);
-
-// The LoraSpec an adapter describes (for `lorabench forward --adapter`).
-model::LoraSpec lora_spec_of(const AdapterConfig& c);
 
 // Loads adapter tensors into trainable flats (one per unit, trainable layout of `m`), checking that the
 // adapter's r, alpha, rslora and targets match `m.lora` (ConfigError listing every difference) and that
@@ -36,10 +21,6 @@ void load_adapter(const std::string& dir, const model::ModelLayout& m, std::vect
 
 // Writes dir/adapter_config.json as PEFT writes it (LORA, CAUSAL_LM, one r and alpha for every module).
 void write_adapter_config(const std::string& dir, const AdapterConfig& c);
-
-// The differences between an adapter's r, alpha, rslora and targets and a run's LoRA settings, one line
-// each ("r: adapter 8, lora.r 16"); empty when it can continue training in that run.
-std::vector<std::string> adapter_mismatches(const AdapterConfig& adapter, const model::LoraSpec& run);
 
 // The base model an adapter names (base_model_name_or_path), so that PEFT finds the base: for a snapshot
 // directory in the Hugging Face cache (.../models--ORG--NAME/snapshots/REV) the hub id ORG/NAME; else

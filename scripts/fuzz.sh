@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The libFuzzer targets of the file readers (tests/fuzz; docs/testing.md, "Fuzzing the readers").
+#   scripts/fuzz.sh build                        configure (clang, LORABENCH_FUZZ=ON) + build the fuzz dir
+#   scripts/fuzz.sh list                         the targets
+#   scripts/fuzz.sh run TARGET|all [-t SECONDS] [-n RUNS] [-- libFuzzer options...]
+#                                                build if needed, then fuzz each target over its seed corpus
+#                                                (tests/fuzz/corpus/<target>) for SECONDS (default 30) or
+#                                                RUNS executions, whichever comes first
+# The fuzz build directory is $LORABENCH_FUZZ_BUILD_DIR (default: build-fuzz beside the source). Inputs the
+# fuzzer finds interesting go to <fuzz dir>/work/<target>, never into the source tree; a crashing input is
+# written to <fuzz dir>/artifacts/<target>/ and the run fails (exit 1). One line per target summarises
+# executions, seconds, corpus size and the result, for docs/results.md.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${LORABENCH_FUZZ_BUILD_DIR:-$here/build-fuzz}"
+jobs="${LORABENCH_JOBS:-2}"
+targets=(fuzz_config fuzz_safetensors fuzz_hf_config fuzz_adapter_config fuzz_tokenizer fuzz_sft_data fuzz_chat
+         fuzz_checkpoint fuzz_run_file)
+
+die() { echo "fuzz.sh: $*" >&2; exit 2; }
+
+build_fuzzers() {
+  command -v clang++ >/dev/null 2>&1 || die "clang++ not found (scripts/install-deps.sh installs clang and libclang-rt-14-dev)"
+  if [ ! -f "$build/build.ninja" ]; then
+    CC=clang CXX=clang++ cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DLORABENCH_FUZZ=ON -DLORABENCH_BUILD_TESTS=OFF -DLORABENCH_WITH_CUDA=OFF -DLORABENCH_WITH_NCCL=OFF \
+      -DLORABENCH_WITH_PAPI=OFF >"$build.configure.log" 2>&1 || { cat "$build.configure.log" >&2; exit 1; }
+  fi
+  cmake --build "$build" -j "$jobs" --target lorabench_fuzzers
+}
+
+run_one() {  # target seconds runs extra...
+  local t="$1" secs="$2" runs="$3"
+  shift 3
+  local corpus="$here/tests/fuzz/corpus/${t#fuzz_}" work="$build/work/$t" art="$build/artifacts/$t"
+  [ -d "$corpus" ] || die "no seed corpus $corpus"
+  mkdir -p "$work" "$art"
+  local log="$build/logs/$t.log"
+  mkdir -p "$build/logs"
+  local args=(-max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+              -artifact_prefix="$art/" "$@")
+  [ -n "$runs" ] && args+=(-runs="$runs")
+  local start rc=0
+  start=$(date +%s.%N)
+  "$build/tests/fuzz/$t" "${args[@]}" "$work" "$corpus" >"$log" 2>&1 || rc=$?
+  local end secs_used execs size result
+  end=$(date +%s.%N)
+  secs_used=$(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.0f", b - a }')
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  size=$(( $(find "$work" -type f | wc -l) + $(find "$corpus" -type f | wc -l) ))
+  if [ "$rc" -eq 0 ]; then result="no findings"; else result="FINDING (exit $rc; log $log, artifacts $art)"; fi
+  printf '%-20s %12s execs %6s s  corpus %5s files  %s\n' "$t" "${execs:-?}" "$secs_used" "$size" "$result"
+  if [ "$rc" -ne 0 ]; then
+    grep -E "ERROR|SUMMARY|fuzz finding|==[0-9]+==|uncaught|Test unit written" "$log" | head -20 >&2 || true
+    return 1
+  fi
+}
+
+# The targets write each input to a file: on tmpfs that is ~5x faster than on a disk-backed /tmp.
+if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi
+
+cmd="${1:-}"
+[ $# -gt 0 ] && shift
+case "$cmd" in
+  build) build_fuzzers ;;
+  list) printf '%s\n' "${targets[@]}" ;;
+  run)
+    [ $# -ge 1 ] || die "usage: scripts/fuzz.sh run TARGET|all [-t SECONDS] [-n RUNS] [-- libFuzzer options]"
+    which="$1"
+    shift
+    secs=30 runs=""
+    while [ $# -gt 0 ]; do
+      case "$1" in
+        -t) secs="$2"; shift 2 ;;
+        -n) runs="$2"; shift 2 ;;
+        --) shift; break ;;
+        *) die "unknown option $1" ;;
+      esac
+    done
+    if [ "$which" = all ]; then sel=("${targets[@]}"); else sel=("$which"); fi
+    for t in "${sel[@]}"; do
+      printf '%s\n' "${targets[@]}" | grep -qx "$t" || die "unknown target $t (scripts/fuzz.sh list)"
+    done
+    build_fuzzers >/dev/null
+    failed=0
+    for t in "${sel[@]}"; do run_one "$t" "$secs" "$runs" "$@" || failed=1; done
+    exit "$failed"
+    ;;
+  *) die "usage: scripts/fuzz.sh build | list | run TARGET|all [-t SECONDS] [-n RUNS] [-- libFuzzer options]" ;;
+esac

@@ -1,0 +1,18 @@
+# Label fuzz: a short run of every libFuzzer target over its seed corpus (and the regression inputs kept
+# there), failing on any finding. The targets need clang, so they live in a build directory of their own,
+# <build>/fuzz, configured and built by scripts/fuzz.sh; the test fuzz_build does that once (cheap when
+# up to date) and every target's test depends on it. LORABENCH_FUZZ_SECONDS sets each run's length.
+set(LORABENCH_FUZZ_SECONDS 15 CACHE STRING "seconds of each fuzz target's run in ctest -L fuzz")
+set(fuzz_env "LORABENCH_FUZZ_BUILD_DIR=${PROJECT_BINARY_DIR}/fuzz;OMP_NUM_THREADS=1")
+execute_process(COMMAND ${PROJECT_SOURCE_DIR}/scripts/fuzz.sh list OUTPUT_VARIABLE fuzz_targets
+                OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
+string(REPLACE "\n" ";" fuzz_targets "${fuzz_targets}")
+# The build runs alone: it takes both cores for ~3 minutes the first time.
+add_test(NAME fuzz_build COMMAND ${PROJECT_SOURCE_DIR}/scripts/fuzz.sh build)
+set_tests_properties(fuzz_build PROPERTIES LABELS fuzz TIMEOUT 1800 RUN_SERIAL TRUE FIXTURES_SETUP lorabench_fuzz_build
+                     ENVIRONMENT "${fuzz_env}")
+foreach(t IN LISTS fuzz_targets)
+  add_test(NAME ${t} COMMAND ${PROJECT_SOURCE_DIR}/scripts/fuzz.sh run ${t} -t ${LORABENCH_FUZZ_SECONDS})
+  set_tests_properties(${t} PROPERTIES LABELS fuzz TIMEOUT 300 FIXTURES_REQUIRED lorabench_fuzz_build
+                       ENVIRONMENT "${fuzz_env}")
+endforeach()
