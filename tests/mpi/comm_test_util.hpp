@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,6 +22,23 @@
 #include "lorabench/comm/nccl_communicator.hpp"
 
 namespace lbtest {
+
+// NVIDIA device nodes of this machine (/dev/nvidia0, /dev/nvidia1, ...): what the driver exposes, counted
+// without CUDA, to check cuda_device_count() against.
+inline int nvidia_device_nodes() {
+  int n = 0;
+  for (int i = 0; i < 64; ++i) n += ::access(("/dev/nvidia" + std::to_string(i)).c_str(), F_OK) == 0 ? 1 : 0;
+  return n;
+}
+
+// Whether `counted` CUDA devices can be right on a machine with `nodes` NVIDIA device nodes and the given
+// CUDA_VISIBLE_DEVICES (nullptr: unset): none without nodes, all of them when nothing hides any, at most
+// the nodes otherwise.
+inline bool device_count_plausible(int counted, int nodes, const char* visible_env) {
+  if (nodes == 0) return counted == 0;
+  if (visible_env == nullptr) return counted == nodes;
+  return counted >= 0 && counted <= nodes;
+}
 
 using lorabench::comm::Communicator;
 using lorabench::comm::DataType;

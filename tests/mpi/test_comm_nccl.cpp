@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "comm_test_util.hpp"
 #include "lorabench/comm/nccl_communicator.hpp"
 #include "lorabench/core/error.hpp"
 
@@ -51,7 +52,8 @@ TEST(NcclBootstrap, RootOutOfRangeIsAnError) {
 TEST(NcclCommunicator, AMissingDeviceFailsOnEveryRankWithAClearMessage) {
   // Device index == the number of visible devices never exists (0 here: no GPU).
   const int devices = cuda_device_count();
-  EXPECT_GE(devices, 0);
+  EXPECT_TRUE(lbtest::device_count_plausible(devices, lbtest::nvidia_device_nodes(), std::getenv("CUDA_VISIBLE_DEVICES")))
+      << devices << " CUDA devices with " << lbtest::nvidia_device_nodes() << " NVIDIA device nodes";
   try {
     make_nccl_communicator(MPI_COMM_WORLD, devices);
     ADD_FAILURE() << "expected a CommError";

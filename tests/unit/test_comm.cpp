@@ -12,6 +12,7 @@
 #include "lorabench/comm/communicator.hpp"
 #include "lorabench/comm/delayed_communicator.hpp"
 #include "lorabench/comm/timeline.hpp"
+#include "../mpi/comm_test_util.hpp"
 #include "lorabench/comm/half.hpp"
 #include "lorabench/comm/nccl_communicator.hpp"
 #include "lorabench/core/error.hpp"
@@ -215,10 +216,22 @@ TEST(Nccl, BuildFlagMatchesCMake) {
   EXPECT_EQ(nccl_version().empty(), !nccl_built());
   int n = -1;
   EXPECT_NO_THROW(n = cuda_device_count());
-  EXPECT_GE(n, 0);
-  if (!nccl_built()) {
-    EXPECT_EQ(n, 0);
-  }
+  // Against the driver's device nodes, counted without CUDA (a build without NCCL reports 0 whatever the
+  // machine has).
+  const int nodes = nccl_built() ? lbtest::nvidia_device_nodes() : 0;
+  EXPECT_TRUE(lbtest::device_count_plausible(n, nodes, std::getenv("CUDA_VISIBLE_DEVICES")))
+      << n << " CUDA devices with " << nodes << " NVIDIA device nodes";
+}
+
+TEST(Nccl, TheDeviceCountCheckCatchesWrongCounts) {
+  // What a broken cuda_device_count() would return: a device where the driver has none, too few or too many.
+  EXPECT_FALSE(lbtest::device_count_plausible(1, 0, nullptr));
+  EXPECT_FALSE(lbtest::device_count_plausible(0, 2, nullptr));
+  EXPECT_FALSE(lbtest::device_count_plausible(3, 2, "0,1"));
+  EXPECT_FALSE(lbtest::device_count_plausible(-1, 2, "0"));
+  EXPECT_TRUE(lbtest::device_count_plausible(0, 0, nullptr));
+  EXPECT_TRUE(lbtest::device_count_plausible(2, 2, nullptr));
+  EXPECT_TRUE(lbtest::device_count_plausible(1, 2, "1"));
 }
 
 }  // namespace
