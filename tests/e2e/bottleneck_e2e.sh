@@ -54,9 +54,11 @@ number_at_least() {
 case "$case_name" in
   balanced)
     # Nothing injected. A process competing for a CPU during the run makes the ranks take turns being
-    # slow (a real, intermittent straggler), so a second run is allowed when the first is not compute-bound;
-    # a report that finds a straggler or a slow link in a balanced run every time still fails.
-    for attempt in 1 2; do
+    # slow (a real, intermittent straggler), so further runs are allowed when one is not compute-bound; a
+    # report that finds a straggler or a slow link in a balanced run every time still fails. Three runs: on
+    # this project's 2-vCPU CI machine, time stolen from one vCPU by the host once made two consecutive
+    # balanced runs show one rank 1.3-1.6x slower in forward (passing 3 of 3 when rerun minutes later).
+    for attempt in 1 2 3; do
       name=balanced$attempt
       train "$name"
       verdict "$name" "out/$name/run.h5"
