@@ -454,13 +454,7 @@ Check check_gpu_collective(MPI_Comm world, const comm::Topology& t, int n) {
   device::Choice ch;
   std::unique_ptr<device::Device> dev;
   try {
-    device::ChoiceInputs in;
-    in.cuda_built = true;
-    in.nccl_built = comm::nccl_built();
-    in.visible = visible;
-    in.local_rank = t.host_local_rank;
-    in.local_size = t.host_local_size;
-    ch = device::choose(in);
+    ch = device::choose(device::this_process_inputs("auto", "auto", t.host_local_rank, t.host_local_size));
     dev = device::make_device(ch);
   } catch (const std::exception& e) {
     err = e.what();
@@ -471,10 +465,9 @@ Check check_gpu_collective(MPI_Comm world, const comm::Topology& t, int n) {
     return c;
   }
   const std::vector<std::string> uuids = train::allgather_strings(world, dev->uuid());
-  const std::vector<std::string> hosts = train::allgather_strings(world, t.ranks[size_t(t.rank)].host);
-  for (size_t a = 0; a < uuids.size(); ++a)
-    for (size_t b = a + 1; b < uuids.size(); ++b)
-      if (uuids[a] == uuids[b] && hosts[a] == hosts[b]) ch.backend = "mpi";  // a shared GPU: MPI, staged
+  std::vector<std::string> hosts;
+  for (const auto& r : t.ranks) hosts.push_back(r.host);
+  if (!device::shared_gpus(uuids, hosts).empty()) ch.backend = "mpi";  // a shared GPU: MPI, staged
   try {
     std::unique_ptr<comm::Communicator> cm =
         ch.backend == "nccl" ? comm::make_nccl_communicator(world, dev->index(), comm::NcclOptions{60})

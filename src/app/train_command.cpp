@@ -70,14 +70,8 @@ void set_threads(int n) {
 // ConfigError on every rank, naming the key.
 device::Choice choose_device(MPI_Comm world, const RunConfig& cfg, const comm::Topology& topo,
                              std::unique_ptr<device::Device>& gpu) {
-  device::ChoiceInputs in;
-  in.requested = cfg.parallel.device;
-  in.backend = cfg.parallel.backend;
-  in.cuda_built = device::cuda_built();
-  in.nccl_built = comm::nccl_built();
-  in.visible = device::cuda_visible_devices();
-  in.local_rank = topo.host_local_rank;
-  in.local_size = topo.host_local_size;
+  const device::ChoiceInputs in = device::this_process_inputs(cfg.parallel.device, cfg.parallel.backend,
+                                                               topo.host_local_rank, topo.host_local_size);
   device::Choice ch;
   bool ok = true;
   std::string err;
@@ -97,15 +91,17 @@ device::Choice choose_device(MPI_Comm world, const RunConfig& cfg, const comm::T
                         std::to_string(r) + " on " + kinds[r] + " (device:backend; nodes with and without GPUs in "
                         "one job): set parallel.device and parallel.backend explicitly");
   if (ch.kind == device::Kind::kCuda) {
+    std::vector<std::string> hosts;
+    for (const auto& r : topo.ranks) hosts.push_back(r.host);
     const std::vector<std::string> uuids = train::allgather_strings(world, gpu->uuid());
-    for (size_t a = 0; a < uuids.size(); ++a)
-      for (size_t b = a + 1; b < uuids.size(); ++b) {
-        if (uuids[a] != uuids[b] || topo.ranks[a].host != topo.ranks[b].host || ch.backend == "mpi") continue;
-        throw ConfigError(cfg.input_path + ": parallel.backend: ranks " + std::to_string(a) + " and " +
-                          std::to_string(b) + " on " + topo.ranks[a].host + " share " + uuids[a] +
-                          ", and NCCL needs one GPU per rank: launch one rank per GPU (srun --gpus-per-task=1), "
-                          "or set parallel.backend = mpi to share the GPU (buffers staged through host memory)");
-      }
+    const auto shared = device::shared_gpus(uuids, hosts);
+    if (!shared.empty() && ch.backend != "mpi") {
+      const auto [a, b] = shared.front();
+      throw ConfigError(cfg.input_path + ": parallel.backend: ranks " + std::to_string(a) + " and " +
+                        std::to_string(b) + " on " + hosts[size_t(a)] + " share " + uuids[size_t(a)] +
+                        ", and NCCL needs one GPU per rank: launch one rank per GPU (srun --gpus-per-task=1), "
+                        "or set parallel.backend = mpi to share the GPU (buffers staged through host memory)");
+    }
   }
   return ch;
 }

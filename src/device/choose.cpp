@@ -1,6 +1,7 @@
 // parallel.device and parallel.backend resolved for one rank (torch-free logic, unit-tested on CPU).
 #include <string>
 
+#include "lorabench/comm/nccl_communicator.hpp"
 #include "lorabench/core/error.hpp"
 #include "lorabench/device/device.hpp"
 
@@ -69,12 +70,26 @@ Choice choose(const ChoiceInputs& in) {
   return c;
 }
 
-std::vector<std::pair<int, int>> shared_gpus(const std::vector<std::string>& uuids) {
+ChoiceInputs this_process_inputs(const std::string& requested, const std::string& backend, int local_rank,
+                                 int local_size) {
+  ChoiceInputs in;
+  in.requested = requested;
+  in.backend = backend;
+  in.cuda_built = cuda_built();
+  in.nccl_built = comm::nccl_built();
+  in.visible = cuda_visible_devices();
+  in.local_rank = local_rank;
+  in.local_size = local_size;
+  return in;
+}
+
+std::vector<std::pair<int, int>> shared_gpus(const std::vector<std::string>& uuids,
+                                             const std::vector<std::string>& hosts) {
   std::vector<std::pair<int, int>> out;
   for (size_t i = 0; i < uuids.size(); ++i) {
     if (uuids[i].empty()) continue;
     for (size_t j = i + 1; j < uuids.size(); ++j)
-      if (uuids[j] == uuids[i]) out.emplace_back(int(i), int(j));
+      if (uuids[j] == uuids[i] && hosts[j] == hosts[i]) out.emplace_back(int(i), int(j));
   }
   return out;
 }

@@ -106,9 +106,12 @@ TEST(DeviceChoice, BackendRules) {
 }
 
 TEST(DeviceChoice, SharedGpusAreFoundByUuid) {
-  EXPECT_TRUE(device::shared_gpus({"GPU-a", "GPU-b", "GPU-c"}).empty());
-  EXPECT_TRUE(device::shared_gpus({"", ""}).empty());  // CPU ranks share nothing
-  const auto pairs = device::shared_gpus({"GPU-a", "GPU-b", "GPU-a", "GPU-a"});
+  const std::vector<std::string> one_host(4, "n0");
+  EXPECT_TRUE(device::shared_gpus({"GPU-a", "GPU-b", "GPU-c"}, one_host).empty());
+  EXPECT_TRUE(device::shared_gpus({"", ""}, one_host).empty());  // CPU ranks share nothing
+  // The same UUID on two hosts is two GPUs (UUIDs are unique; a copied value is not a shared device).
+  EXPECT_TRUE(device::shared_gpus({"GPU-a", "GPU-a"}, {"n0", "n1"}).empty());
+  const auto pairs = device::shared_gpus({"GPU-a", "GPU-b", "GPU-a", "GPU-a"}, one_host);
   ASSERT_EQ(pairs.size(), 3u);
   EXPECT_EQ(pairs[0], std::make_pair(0, 2));
   EXPECT_EQ(pairs[1], std::make_pair(0, 3));

@@ -54,9 +54,14 @@ struct Choice {
 // visible GPU, nccl on CPU, more ranks on the host than visible GPUs with nccl.
 Choice choose(const ChoiceInputs& in);
 
-// Ranks of one host that would share a physical GPU (same UUID): empty when each has its own. `uuids` is
-// per local rank ("" for CPU ranks). For the error message: "local ranks 0 and 1 share GPU-..." pairs.
-std::vector<std::pair<int, int>> shared_gpus(const std::vector<std::string>& uuids);
+// This process's inputs: what the build has, the CUDA devices it sees, and the rank's place on its host.
+ChoiceInputs this_process_inputs(const std::string& requested, const std::string& backend, int local_rank,
+                                 int local_size);
+
+// Pairs of ranks (a < b) on one host that would share a physical GPU (same UUID): empty when each has its
+// own. `uuids` and `hosts` are per rank ("" uuid for CPU ranks).
+std::vector<std::pair<int, int>> shared_gpus(const std::vector<std::string>& uuids,
+                                             const std::vector<std::string>& hosts);
 
 // Tensor memory of the device, bytes.
 struct MemoryStats {
