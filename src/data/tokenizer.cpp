@@ -501,7 +501,6 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
     };
     TokenId max_id = -1;
     for (const auto& v : vocab) max_id = std::max(max_id, id_of(v));
-    for (const auto& a : added) max_id = std::max(max_id, id_of(a.at("id")));
     if (max_id < 0) throw fail("empty vocabulary");
     impl->bytes_of.assign(size_t(max_id) + 1, std::string());
     impl->known.assign(size_t(max_id) + 1, false);
@@ -555,17 +554,56 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
       impl->merges.emplace(Impl::pair_key(ia, ib), std::make_pair(rank++, merged));
     }
 
+    // Added tokens. Hugging Face tokenizers does not take their ids from the file: loading a
+    // tokenizer.json adds them one by one, in file order, and each gets (AddedVocabulary::add_tokens)
+    //   - the id it already has, when its content was added before (the same token listed twice);
+    //   - else the vocabulary id, when its content is a vocabulary entry (byte-level spelling);
+    //   - else the next id: the number of vocabulary entries for the first such token, then one past
+    //     the largest id given to an added token so far.
+    // The "id" in the file is only compared with that (a mismatch is a logged warning there). Taking
+    // it as the id instead let two tokens listed with one id share it: both encoded to that id, which
+    // decoded as the later one (<|im_start|> came back as <|im_end|>; fuzz_tokenizer found it).
+    const TokenId vocab_entries = TokenId(vocab.size());
+    std::unordered_map<std::string, TokenId> added_ids;  // content -> id (Hugging Face's added_tokens_map)
+    TokenId max_added = -1;
+    std::vector<Impl::Added> fresh;  // added tokens that are not vocabulary entries
     for (const auto& a : added) {
       if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false))
         throw fail("added token " + a.dump() + ": lstrip/rstrip/single_word are not supported");
       std::string text = a.at("content");
-      TokenId id = id_of(a.at("id"));
+      (void)id_of(a.at("id"));  // must still be a sane id, although the id is assigned as above
       if (text.empty()) throw fail("empty added token");
-      impl->bytes_of[size_t(id)] = text;
-      impl->known[size_t(id)] = true;
-      impl->index.insert(id, impl->bytes_of);
+      if (added_ids.count(text)) continue;
+      TokenId id = byte_level_to_bytes(text, &raw) ? impl->index.find(raw, impl->bytes_of) : -1;
+      if (id >= 0) {
+        // A vocabulary entry: it encodes to the vocabulary token, which decodes (through the ByteLevel
+        // decoder, as in Hugging Face) to the entry's bytes. Those differ from the text when it spells
+        // bytes in the byte-level alphabet ("Ġx" is " x"): encode/decode would no longer round-trip
+        // (decode(encode(x)) == normalize(x), the offsets), so such a file is refused.
+        if (raw != text)
+          throw fail("added token " + json(text).dump() +
+                     " is a vocabulary entry in the byte-level alphabet, whose bytes are not its text: not supported");
+      } else {
+        id = max_added < vocab_entries ? vocab_entries : max_added + 1;
+        if (size_t(id) < impl->known.size() && impl->known[size_t(id)])
+          throw fail("added token " + json(text).dump() + " gets id " + std::to_string(id) +
+                     " (added tokens are numbered from the number of vocabulary entries, " +
+                     std::to_string(vocab_entries) + "), which is already a vocabulary token's id");
+        fresh.push_back(Impl::Added{text, id});
+      }
+      added_ids.emplace(text, id);
+      max_added = std::max(max_added, id);
       impl->added.push_back(Impl::Added{text, id});
       impl->added_first[static_cast<unsigned char>(text[0])] = true;
+    }
+    if (size_t(max_added + 1) > impl->bytes_of.size()) {
+      impl->bytes_of.resize(size_t(max_added) + 1);
+      impl->known.resize(size_t(max_added) + 1, false);
+    }
+    for (const auto& a : fresh) {
+      impl->bytes_of[size_t(a.id)] = a.text;
+      impl->known[size_t(a.id)] = true;
+      impl->index.insert(a.id, impl->bytes_of);
     }
     std::stable_sort(impl->added.begin(), impl->added.end(),
                      [](const Impl::Added& x, const Impl::Added& y) { return x.text.size() > y.text.size(); });

@@ -20,6 +20,7 @@
 #include "lorabench/lora/adapter_config.hpp"
 #include "lorabench/model/shape.hpp"
 #include "report_data.hpp"
+#include "tokenizer_oracle.hpp"
 
 namespace fs = std::filesystem;
 using namespace lorabench;
@@ -94,7 +95,12 @@ TEST(FuzzRegressions, AdapterConfig) {
 TEST(FuzzRegressions, Tokenizer) {
   for (const auto& f : regressions("tokenizer")) {
     SCOPED_TRACE(f.filename().string());
-    expect_refused_or_read("regress-tokenizer.json", [&] { (void)data::Tokenizer::from_json(bytes_of(f), "regress-tokenizer.json"); });
+    // What it accepts must pass fuzz_tokenizer's round trip as well (a finding of that oracle is a
+    // tokenizer.json that reads fine).
+    expect_refused_or_read("regress-tokenizer.json", [&] {
+      const data::Tokenizer tok = data::Tokenizer::from_json(bytes_of(f), "regress-tokenizer.json");
+      EXPECT_EQ(lbfuzz::tokenizer_oracle(tok), "");
+    });
   }
 }
 

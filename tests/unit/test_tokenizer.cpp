@@ -144,6 +144,65 @@ TEST(Tokenizer, MergesApplyByRankLeftmostFirst) {
   EXPECT_EQ(u.decode(u.encode("a<|end|> aaa")), "a<|end|> aaa");
 }
 
+// tiny_tokenizer_json with `added` as its added_tokens: {content, id in the file} pairs.
+std::string with_added(const std::string& tokenizer_json, const std::vector<std::pair<std::string, int>>& added) {
+  json j = json::parse(tokenizer_json);
+  j["added_tokens"] = json::array();
+  for (const auto& [content, id] : added)
+    j["added_tokens"].push_back({{"id", id}, {"content", content}, {"single_word", false}, {"lstrip", false},
+                                 {"rstrip", false}, {"normalized", false}, {"special", true}});
+  return j.dump();
+}
+
+TEST(Tokenizer, AddedTokensAreNumberedLikeHuggingFace) {
+  // Hugging Face tokenizers ignores the ids listed for added tokens: in file order, each gets the next id
+  // after the vocabulary (the number of entries) and the added tokens before it.
+  const std::string base = tiny_tokenizer_json({"a b"});  // 256 byte tokens + "ab" = 257 entries
+  const TokenId n = 257;
+  // The fuzz finding: two tokens listed with one id. Both used to get it, and it decoded as the later one.
+  Tokenizer t = Tokenizer::from_json(with_added(base, {{"<|im_start|>", n}, {"<|im_end|>", n}}), "dup");
+  EXPECT_EQ(t.token_id("<|im_start|>"), n);
+  EXPECT_EQ(t.token_id("<|im_end|>"), n + 1);
+  EXPECT_EQ(t.vocab_size(), n + 2);
+  const std::string chat = "<|im_start|>user\nab<|im_end|>\n";
+  EXPECT_EQ(t.encode(chat), (std::vector<TokenId>{n, TokenId('u'), TokenId('s'), TokenId('e'), TokenId('r'),
+                                                   TokenId('\n'), t.token_id("ab"), n + 1, TokenId('\n')}));
+  EXPECT_EQ(t.decode(t.encode(chat)), chat);
+  EXPECT_EQ(t.decode({n}), "<|im_start|>");
+  EXPECT_EQ(t.decode({n + 1}), "<|im_end|>");
+
+  // Listed ids that disagree are not used either; the same content listed twice keeps its first id.
+  Tokenizer u = Tokenizer::from_json(with_added(base, {{"<|x|>", n + 5}, {"<|y|>", n + 3}, {"<|x|>", n + 9}, {"<|z|>", 2}}),
+                                     "renumbered");
+  EXPECT_EQ(u.token_id("<|x|>"), n);
+  EXPECT_EQ(u.token_id("<|y|>"), n + 1);
+  EXPECT_EQ(u.token_id("<|z|>"), n + 2);
+  EXPECT_EQ(u.vocab_size(), n + 3);
+  EXPECT_EQ(u.decode(u.encode("<|z|><|x|><|y|>")), "<|z|><|x|><|y|>");
+
+  // Content that is a vocabulary entry gets that entry's id (here "ab", listed as n); the next one n.
+  Tokenizer v = Tokenizer::from_json(with_added(base, {{"ab", n}, {"<|w|>", n + 1}}), "in-vocab");
+  const TokenId ab = v.token_id("ab");
+  ASSERT_GE(ab, 256);
+  ASSERT_LT(ab, n);
+  EXPECT_EQ(v.token_id("<|w|>"), n);
+  EXPECT_EQ(v.vocab_size(), n + 1);
+  EXPECT_EQ(v.encode("aab<|w|>"), (std::vector<TokenId>{TokenId('a'), ab, n}));
+  EXPECT_EQ(v.decode(v.encode("aab<|w|>")), "aab<|w|>");
+
+  // A vocabulary entry whose text is not its bytes ("\xC4\xA0" "a" is the byte-level spelling of " a") would
+  // encode to " a" and decode as such: refused.
+  EXPECT_THROW(Tokenizer::from_json(with_added(tiny_tokenizer_json({" a"}), {{"\xC4\xA0" "a", n}}), "x"), IoError);
+  // Ids with a gap: the next id is the number of entries, even when a vocabulary token has it (refused).
+  json gap = json::parse(base);
+  gap["model"]["vocab"]["\xC4\xA0\xC4\xA0"] = 300;  // 258 entries: ids 0..256 and 300
+  Tokenizer w = Tokenizer::from_json(gap.dump(), "gap");
+  EXPECT_EQ(w.token_id("<|end|>"), 258);
+  EXPECT_EQ(w.vocab_size(), 301);
+  gap["model"]["vocab"]["\xC4\xA0\xC4\xA0"] = 258;
+  EXPECT_THROW(Tokenizer::from_json(gap.dump(), "x"), IoError);
+}
+
 TEST(Tokenizer, RefusesWhatItDoesNotImplement) {
   EXPECT_THROW(Tokenizer::from_json(tiny_tokenizer_json({}, {{"type", "WordPiece"}}), "x"), IoError);
   EXPECT_THROW(Tokenizer::from_json(tiny_tokenizer_json({}, {{"byte_fallback", true}}), "x"), IoError);

@@ -36,6 +36,10 @@ class Tokenizer {
   // scripts/install-deps.sh), is not valid JSON, or uses a feature this implementation does not have
   // (a model other than BPE, byte fallback, a normalizer other than NFC/none, added tokens with
   // lstrip/rstrip/single_word): an unsupported tokenizer is refused, never approximated.
+  // Added tokens get the ids Hugging Face tokenizers gives them, not the file's "id" fields: in file
+  // order, a token listed again keeps its id, one whose content is a vocabulary entry gets that entry's
+  // id, any other the next id after the vocabulary (the number of entries) and the added tokens before
+  // it. For a file Hugging Face wrote the two agree.
   static Tokenizer from_file(const std::string& path);
   // The same from the file's text; `origin` names it in error messages.
   static Tokenizer from_json(const std::string& json_text, const std::string& origin);
