@@ -62,6 +62,8 @@ std::string or_na(const std::string& s) { return s.empty() ? std::string(kNA) : 
 std::string status_cell(const RunRecord& r) {
   if (r.status == "failed")
     return "**FAILED**" + (r.status_message.empty() ? std::string() : ": " + r.status_message);
+  if (r.status == "preempted")
+    return "**PREEMPTED**" + (r.status_message.empty() ? std::string() : ": " + r.status_message);
   if (r.status == "running") return "**RUNNING / NOT FINISHED** (no final status: still running, or killed)";
   return "**" + r.status + "**";
 }

@@ -133,7 +133,9 @@ EOF
 write_cgroup_conf "$BASE"
 
 start_munge "$BASE" munge
-sed -i "s|^AuthInfo=socket=.*|AuthInfo=socket=$SOCK_DIR/munge.socket|" "$BASE/slurm.conf"
+# cred_expire: also how long a requeued job waits before it may start again (default 120 s); 15 s keeps the
+# requeue case of tests/slurm short and still leaves srun ample time to launch a step on this node.
+sed -i "s|^AuthInfo=socket=.*|AuthInfo=socket=$SOCK_DIR/munge.socket,cred_expire=15|" "$BASE/slurm.conf"
 
 export SLURM_CONF="$BASE/slurm.conf"
 slurmctld -c -f "$SLURM_CONF" || die "slurmctld did not start ($BASE/log/slurmctld.log)"

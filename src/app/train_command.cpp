@@ -22,6 +22,7 @@
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/log.hpp"
 #include "lorabench/core/strings.hpp"
+#include "lorabench/core/stop_request.hpp"
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/core/version.hpp"
 #include "lorabench/device/device.hpp"
@@ -203,6 +204,8 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   }
   if (input.empty()) throw ConfigError("no input file (usage: lorabench INPUT.ini [--set section.key=value ...])");
 
+  // SIGTERM / SIGUSR1 from here on: finish the step, checkpoint, exit 75 (core/stop_request.hpp).
+  stop::install_handlers();
   RunConfig cfg = read_run_config(mpi, input, sets);
   std::string err;
   bool ok = true;
@@ -268,7 +271,8 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
       }
     }
     if (ok && default_name) {
-      cfg.run.name = cfg.checkpoint.resume == "latest" ? latest_run_name(cfg.run.output_dir, cfg.run.name)
+      const bool continues = cfg.checkpoint.resume == "latest" || cfg.checkpoint.resume == "auto";
+      cfg.run.name = continues ? latest_run_name(cfg.run.output_dir, cfg.run.name)
                                                        : first_free_run_name(cfg.run.output_dir, cfg.run.name);
     }
   }
@@ -288,7 +292,9 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   if (mpi.rank() == 0) {
     try {
       const bool resuming = !resume.path.empty();
-      if (fs::exists(run_dir) && resuming && !cfg.run.overwrite) {
+      // checkpoint.resume = auto without a checkpoint continues the directory too (a requeued job that
+      // was killed before its first checkpoint): its run file is kept as run.<k>.h5, as on a resume.
+      if (fs::exists(run_dir) && (resuming || cfg.checkpoint.resume == "auto") && !cfg.run.overwrite) {
         for (int k = 1; fs::exists(run_path); ++k) {
           const fs::path old = run_dir / ("run." + std::to_string(k) + ".h5");
           if (fs::exists(old)) continue;

@@ -287,7 +287,8 @@ std::vector<OptionSpec> build_table() {
   t.push_back(int_opt("checkpoint.keep_last", &RC::checkpoint, &CheckpointSection::keep_last, 2, 0, imax,
                       "complete checkpoints to keep; 0 = all"));
   t.push_back(string_opt("checkpoint.resume", &RC::checkpoint, &CheckpointSection::resume, "none",
-                         "none, latest, or the path of a checkpoint file"));
+                         "none, latest, auto (latest when the run directory has checkpoints, else step 0: "
+                         "what a requeued batch job uses), or the path of a checkpoint file"));
   t.push_back(bool_opt("checkpoint.save_adapter", &RC::checkpoint, &CheckpointSection::save_adapter, true,
                        "write the LoRA adapter in PEFT format at the end of training"));
 
@@ -310,6 +311,14 @@ std::vector<OptionSpec> build_table() {
                       "rank that SIGKILLs itself (-1 = none)"));
   t.push_back(int_opt("fault.kill_at_step", &RC::fault, &FaultSection::kill_at_step, -1, -1, imax,
                       "step at whose start kill_rank dies"));
+  t.push_back(int_opt("fault.signal_rank", &RC::fault, &FaultSection::signal_rank, -1, -1, imax,
+                      "rank that sends itself fault.signal (-1 = none): a preemption as Slurm delivers it"));
+  t.push_back(int_opt("fault.signal_at_step", &RC::fault, &FaultSection::signal_at_step, -1, -1, imax,
+                      "step at whose start signal_rank signals itself"));
+  t.push_back(enum_opt("fault.signal", &RC::fault, &FaultSection::signal, {"usr1", "term"}, "usr1",
+                       "the signal signal_rank sends itself: SIGUSR1 or SIGTERM"));
+  t.push_back(bool_opt("fault.signal_again", &RC::fault, &FaultSection::signal_again, false,
+                       "signal_rank signals itself once more while the stop checkpoint is being written"));
   t.push_back(int_opt("fault.slow_rank", &RC::fault, &FaultSection::slow_rank, -1, -1, imax,
                       "rank whose compute is slowed by slow_factor (-1 = none)"));
   t.push_back(float_opt("fault.slow_factor", &RC::fault, &FaultSection::slow_factor, "1", 1, inf, false,
@@ -540,6 +549,11 @@ void validate_run_config(const RunConfig& c, const ValidationContext& ctx) {
                                std::to_string(ctx.world_size) + " ranks");
   if ((c.fault.kill_rank >= 0) != (c.fault.kill_at_step >= 0))
     add("fault.kill_at_step", "fault.kill_rank and fault.kill_at_step must be set together");
+  if (c.fault.signal_rank >= ctx.world_size)
+    add("fault.signal_rank", "rank " + std::to_string(c.fault.signal_rank) + " does not exist in a job of " +
+                                 std::to_string(ctx.world_size) + " ranks");
+  if ((c.fault.signal_rank >= 0) != (c.fault.signal_at_step >= 0))
+    add("fault.signal_at_step", "fault.signal_rank and fault.signal_at_step must be set together");
   if (c.fault.slow_rank >= ctx.world_size)
     add("fault.slow_rank", "rank " + std::to_string(c.fault.slow_rank) + " does not exist in a job of " +
                                std::to_string(ctx.world_size) + " ranks");

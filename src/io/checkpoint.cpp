@@ -315,7 +315,8 @@ double write_checkpoint_file(const std::string& path, MPI_Comm comm, CheckpointW
 
 CheckpointWriteResult save_checkpoint(const std::string& dir, int64_t step, MPI_Comm comm, CheckpointWriteMode mode,
                                       const std::vector<AttrGroup>& groups, const std::vector<TensorPiece>& tensors,
-                                      const std::vector<int64_t>& rank_seeds, int keep_last) {
+                                      const std::vector<int64_t>& rank_seeds, int keep_last,
+                                      const std::function<void()>& before_commit) {
   int rank = 0;
   MPI_Comm_rank(comm, &rank);
   CheckpointWriteResult res;
@@ -337,6 +338,7 @@ CheckpointWriteResult save_checkpoint(const std::string& dir, int64_t step, MPI_
   }
   agree(comm, ok, err);
   res.write_s = write_checkpoint_file(tmp, comm, mode, step, groups, tensors, rank_seeds);
+  if (before_commit) before_commit();
 
   // Every rank has closed its part (write_checkpoint_file ends with a collective status check).
   const double c0 = sys::now_s();

@@ -248,16 +248,20 @@ void validate_checkpoint_config(const RunConfig& c) {
     problems.push_back(std::string(c.checkpoint.every > 0 ? "checkpoint.every" : "checkpoint.resume") +
                        ": checkpoints need run.repeat = 1 (every trial restarts from step 0), got run.repeat = " +
                        std::to_string(c.run.repeat));
-  if (c.checkpoint.resume.empty()) problems.push_back("checkpoint.resume: expected none, latest or a checkpoint path");
-  if (c.checkpoint.resume == "latest" && c.run.overwrite)
-    problems.push_back("run.overwrite: true would delete the run directory whose checkpoints checkpoint.resume = "
-                       "latest resumes from (set one of them)");
+  if (c.checkpoint.resume.empty())
+    problems.push_back("checkpoint.resume: expected none, latest, auto or a checkpoint path");
+  if ((c.checkpoint.resume == "latest" || c.checkpoint.resume == "auto") && c.run.overwrite)
+    problems.push_back("run.overwrite: true would delete the run directory whose checkpoints checkpoint.resume = " +
+                       c.checkpoint.resume + " resumes from (set one of them)");
   if (problems.empty()) return;
   throw ConfigError((problems.size() == 1 ? "configuration error:\n  " : "configuration errors:\n  ") +
                     join(problems, "\n  "));
 }
 
 namespace {
+
+// checkpoint.resume = auto found no checkpoint file: the run starts at step 0.
+struct NothingToResume {};
 
 // Collective. Every rank reads the checkpoint it resumes from (Checkpointer::resume), but rank 0 alone
 // writes checkpoints, so on node-local storage (run.output_dir on a disk of rank 0's node) they exist only
@@ -298,9 +302,16 @@ ResumePoint select_resume_checkpoint(const RunConfig& c, const std::string& run_
   std::string msg;
   if (rank == 0) {
     try {
-      const bool latest = c.checkpoint.resume == "latest";
+      // auto = latest when the run directory has checkpoint files, else a start at step 0 (a requeued job
+      // that had written none). Files that exist but are all unusable are an error, as for latest.
+      const bool is_auto = c.checkpoint.resume == "auto";
+      const bool latest = c.checkpoint.resume == "latest" || is_auto;
       const std::string dir = (fs::path(run_dir) / "checkpoints").string();
       std::vector<std::string> candidates = latest ? io::list_checkpoints(dir) : std::vector<std::string>{c.checkpoint.resume};
+      if (is_auto && candidates.empty()) {
+        log::info("checkpoint.resume = auto: no checkpoint in " + resolve_path(dir) + ": starting at step 0");
+        throw NothingToResume();
+      }
       std::vector<std::string> skipped;
       io::CheckpointContents chosen;
       for (const auto& p : candidates) {
@@ -317,7 +328,7 @@ ResumePoint select_resume_checkpoint(const RunConfig& c, const std::string& run_
         }
       }
       if (rp.path.empty())
-        throw ConfigError("checkpoint.resume = latest: no complete checkpoint in " + resolve_path(dir) +
+        throw ConfigError("checkpoint.resume = " + c.checkpoint.resume + ": no complete checkpoint in " + resolve_path(dir) +
                           (skipped.empty() ? std::string(" (none written)") : "; skipped:\n    " + join(skipped, "\n    ")));
       rp.step = chosen.step;
       const auto diffs = fingerprint_differences(fingerprint_of(chosen.group("fingerprint")),
@@ -337,6 +348,8 @@ ResumePoint select_resume_checkpoint(const RunConfig& c, const std::string& run_
         if (io::checkpoint_step_of(fs::path(p).filename().string()) > rp.step)
           log::warn("checkpoint " + p + " is newer than the one resumed from; it stays until this run writes a "
                     "checkpoint of the same step");
+    } catch (const NothingToResume&) {
+      rp = ResumePoint{};
     } catch (const ConfigError& e) {
       ok = false;
       msg = e.what();
@@ -350,7 +363,7 @@ ResumePoint select_resume_checkpoint(const RunConfig& c, const std::string& run_
   long long step = rp.step;
   LB_MPI_CHECK(MPI_Bcast(&step, 1, MPI_LONG_LONG, 0, world));
   rp.step = step;
-  require_visible_everywhere(rp.path, world);
+  if (!rp.path.empty()) require_visible_everywhere(rp.path, world);
   return rp;
 }
 
@@ -441,20 +454,24 @@ Checkpointer::Checkpointer(const RunConfig& c, const model::ModelLayout& m, cons
     : c_(c), m_(m), source_(source), world_(world), dir_((fs::path(run_dir) / "checkpoints").string()), run_(run) {
   LB_MPI_CHECK(MPI_Comm_rank(world, &rank_));
   LB_MPI_CHECK(MPI_Comm_size(world, &world_size_));
-  if (c.checkpoint.every <= 0) return;
+  // With checkpoint.every = 0 only a stop signal writes one: save() computes the fingerprint then.
+  if (c.checkpoint.every > 0) compute_fingerprint();
+}
+
+void Checkpointer::compute_fingerprint() {
   // Rank 0 reads the files the fingerprint hashes; every rank writes the same attributes.
   bool ok = true;
   std::string text;
   if (rank_ == 0) {
     try {
-      text = serialize(training_fingerprint(c, world_size_));
+      text = serialize(training_fingerprint(c_, world_size_));
     } catch (const std::exception& e) {
       ok = false;
       text = e.what();
     }
   }
-  if (!broadcast_status(world, ok, text)) throw IoError(text);
-  fingerprint_ = deserialize(broadcast_string(world, text));
+  if (!broadcast_status(world_, ok, text)) throw IoError(text);
+  fingerprint_ = deserialize(broadcast_string(world_, text));
 }
 
 int64_t Checkpointer::resume(strategy::TrainingStrategy& s, const std::string& path) {
@@ -561,6 +578,7 @@ std::vector<io::AttrGroup> Checkpointer::groups(int64_t steps_done, int64_t opti
 }
 
 io::CheckpointWriteResult Checkpointer::save(strategy::TrainingStrategy& s, int64_t steps_done) {
+  if (fingerprint_.empty()) compute_fingerprint();
   strategy::FullState st = s.gather_state();
   for (auto* v : {&st.params, &st.exp_avg, &st.exp_avg_sq})  // host memory for HDF5 (a no-op on CPU)
     for (auto& t : *v)
@@ -571,8 +589,10 @@ io::CheckpointWriteResult Checkpointer::save(strategy::TrainingStrategy& s, int6
   std::vector<int64_t> seeds(static_cast<size_t>(world_size_), static_cast<int64_t>(c_.run.seed));
   io::CheckpointWriteResult r =
       io::save_checkpoint(dir_, steps_done, world_, kWriteMode, groups(steps_done, st.step, tokens), pieces, seeds,
-                          c_.checkpoint.keep_last);
+                          c_.checkpoint.keep_last, before_commit);
   ++written_;
+  last_step_ = steps_done;
+  last_path_ = r.path;
   write_s_total_ += r.write_s + r.commit_s;
   log::info(strformat("checkpoint: %s (%s, write %.3f s, commit %.3f s%s)", r.path.c_str(),
                       format_bytes(double(r.bytes)).c_str(), r.write_s, r.commit_s,

@@ -15,6 +15,7 @@
 #include "lorabench/core/hash.hpp"
 #include "lorabench/core/log.hpp"
 #include "lorabench/core/mpi_session.hpp"
+#include "lorabench/core/stop_request.hpp"
 #include "lorabench/core/strings.hpp"
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/data/batch.hpp"
@@ -346,7 +347,7 @@ class Trainer {
     world_ = env.topo->world_size;
   }
 
-  // Returns 0, or 3 after a non-finite stop.
+  // Returns 0, 3 after a non-finite stop, stop::kExitPreempted after a stop signal.
   int run() {
     counters_ = std::make_unique<metrics::PhaseCounters>(
         metrics::PhaseCounters::create(c_.profile.papi_events, c_.profile.papi_fallback));
@@ -386,12 +387,12 @@ class Trainer {
       trace_ = metrics::TraceRecorder::enabled_for_rank(rank_);
       trace_.set_metadata("run", fs::path(env_.run_dir).filename().string());
     }
-    for (int trial = 0; trial < c_.run.repeat; ++trial) {
+    for (int trial = 0; trial < c_.run.repeat && stopped_signal_ == 0; ++trial) {
       int rc = run_trial(trial);
       if (rc != 0) return rc;
     }
     finish();
-    return 0;
+    return stopped_signal_ != 0 ? stop::kExitPreempted : 0;
   }
 
  private:
@@ -441,10 +442,24 @@ class Trainer {
     const int64_t first_step = ckpt.resume(*strat, env_.resume_from);
     if (first_step == 0 && env_.resume_from.empty() && !c_.lora.init_from.empty()) start_from_adapter(*strat);
     double trial_t0 = sys::now_s();
+    const int fault_signal = c_.fault.signal == "term" ? SIGTERM : SIGUSR1;
+    if (c_.fault.signal_rank == rank_ && c_.fault.signal_again) {
+      ckpt.before_commit = [this, fault_signal] {
+        if (stop::requested() == 0) return;  // only the stop checkpoint
+        log::warn(strformat("fault injection: rank %d sends itself %s again during the checkpoint write", rank_,
+                            stop::signal_name(fault_signal)));
+        std::raise(fault_signal);
+      };
+    }
     for (int64_t step = first_step; step < steps; ++step) {
       if (c_.fault.kill_rank == rank_ && c_.fault.kill_at_step == step) {
         log::warn(strformat("fault injection: rank %d kills itself at step %lld", rank_, (long long)step));
         std::raise(SIGKILL);
+      }
+      if (c_.fault.signal_rank == rank_ && c_.fault.signal_at_step == step) {
+        log::warn(strformat("fault injection: rank %d sends itself %s at step %lld", rank_,
+                            stop::signal_name(fault_signal), (long long)step));
+        std::raise(fault_signal);
       }
       std::vector<double> row(schema::kNumStepColumns, 0.0);
       dev_.reset_peak();
@@ -492,6 +507,10 @@ class Trainer {
         }
       }
       ckpt.after_step(*strat, step + 1, r.tokens);
+      if (step + 1 < steps && stop_requested()) {
+        stop_after(*strat, ckpt, step + 1);
+        break;
+      }
     }
     // Every replica must hold the same trainable state (bitwise): a digest compared across ranks.
     strategy::FullState st = strat->gather_state();
@@ -501,9 +520,40 @@ class Trainer {
     int64_t d = state_digest(st.params);
     double dmin = allreduce_min(env_.world, double(d)), dmax = allreduce_max(env_.world, double(d));
     replicas_equal_ = replicas_equal_ && dmin == dmax;
-    if (trial == c_.run.repeat - 1) save_outputs(*strat, st);
+    if (trial == c_.run.repeat - 1 && stopped_signal_ == 0) save_outputs(*strat, st);
     prefetched_layers_ = strat->prefetched_layers();
     return 0;
+  }
+
+  // Collective, once per step: did a stop signal (SIGTERM, SIGUSR1) reach any rank? Every rank then stops
+  // after the same step, whichever rank the signal reached and when.
+  bool stop_requested() {
+    const double sig = allreduce_max(env_.world, double(stop::requested()));
+    if (sig == 0) return false;
+    stopped_signal_ = int(sig);
+    return true;
+  }
+
+  // After a stop signal: the checkpoint of `steps_done` (unless checkpoint.every just wrote it), so that a
+  // requeued job resumes here (checkpoint.resume = auto | latest). A second signal during the write is
+  // only counted (core/stop_request.hpp).
+  void stop_after(strategy::TrainingStrategy& strat, Checkpointer& ckpt, int64_t steps_done) {
+    const char* sig = stop::signal_name(stopped_signal_);
+    log_.flush();
+    std::string what;
+    if (c_.run.repeat > 1) {
+      what = "no checkpoint: run.repeat > 1 restarts every trial from step 0";
+    } else {
+      if (ckpt.last_saved_step() != steps_done) ckpt.save(strat, steps_done);
+      what = "checkpoint " + ckpt.last_saved_path();
+    }
+    stop_message_ = strformat("stopped by %s after %lld of %d steps; %s", sig, (long long)steps_done,
+                              c_.run.steps, what.c_str());
+    log::info(stop_message_ + strformat(" (exit code %d)", stop::kExitPreempted));
+    if (env_.run) {
+      env_.run->write_summary("stop_signal", std::string(sig));
+      env_.run->write_summary("stopped_after_steps", double(steps_done));
+    }
   }
 
   // Fills the run-file row of one step from the runner's result.
@@ -612,6 +662,8 @@ class Trainer {
   int64_t prefetched_layers_ = 0;
   int64_t clipped_steps_ = 0, skipped_steps_ = 0;
   bool losses_finite_ = true, replicas_equal_ = true;
+  int stopped_signal_ = 0;     // the stop signal the ranks agreed on (0: none)
+  std::string stop_message_;
   double phase_t0_[metrics::kPhaseCount] = {};
 };
 
@@ -662,7 +714,7 @@ void Trainer::finish() {
       compute_by_step.emplace_back();
       for (int w = 0; w < world_; ++w) compute_by_step.back().push_back(at_(r + w, schema::kComputeS));
     }
-    if (step == c_.run.steps - 1)
+    if (step == c_.run.steps - 1 || r + size_t(world_) >= nrows)  // a trial's last step, or where a stop signal ended it
       for (int w = 0; w < world_; ++w) mem_end = std::max(mem_end, at_(r + w, schema::kMemCurrent));
     if (trial == 0 && r == 0) loss_first = at_(r, schema::kLoss);  // the first step run (resumed runs start later)
     if (trial == 0) loss_last = at_(r, schema::kLoss);
@@ -774,7 +826,11 @@ void Trainer::finish() {
                               "worst gap %.1f%%",
                               measured - bad, measured, 100 * worst)});
   run.write_validation(checks);
-  run.set_status(schema::kStatusCompleted);
+  if (stopped_signal_ != 0) {
+    run.set_status(schema::kStatusPreempted, stop_message_);
+  } else {
+    run.set_status(schema::kStatusCompleted);
+  }
   log::info(strformat("run: %s  (%s, %.3f s/step, %.1f tokens/s, verdict %s)", run.path().c_str(),
                       c_.parallel.strategy.c_str(), st.mean, tk.mean,
                       std::all_of(checks.begin(), checks.end(), [](auto& x) { return x.passed; }) ? "VALID"

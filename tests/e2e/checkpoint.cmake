@@ -2,7 +2,7 @@
 # tiny preset (tests/e2e/checkpoint_e2e.sh); label e2e.
 add_executable(lorabench_checkpoint_check ${CMAKE_CURRENT_LIST_DIR}/checkpoint_check.cpp)
 target_link_libraries(lorabench_checkpoint_check PRIVATE lorabench_io lorabench_warnings)
-foreach(case commit kill_single kill_ddp reshard refuse nan adapter)
+foreach(case commit kill_single kill_ddp preempt reshard refuse nan adapter)
   add_test(NAME e2e_checkpoint_${case}
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/checkpoint_e2e.sh ${case} $<TARGET_FILE:lorabench>
                    $<TARGET_FILE:lorabench_e2e_check> $<TARGET_FILE:lorabench_checkpoint_check>

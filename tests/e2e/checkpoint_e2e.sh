@@ -123,6 +123,10 @@ case "$case_name" in
     run nonzero killed.log "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=k \
       --set fault.kill_rank=1 --set fault.kill_at_step=4
     expect_in killed.log "fault injection: rank 1 kills itself at step 4"
+    # mpirun answers the dead rank with SIGTERM to rank 0, which lorabench takes as a stop request (it is
+    # blocked in a collective with the dead rank), then SIGKILL; mpirun can return while rank 0 is still
+    # being torn down, holding its lock on run.h5.
+    wait_unlocked out/k/run.h5
     [[ "$(ckpts out/k/checkpoints)" == "latest step_00000002.h5 step_00000004.h5 " ]] ||
       fail "checkpoints: $(ckpts out/k/checkpoints)"
     [[ "$(cat out/k/checkpoints/latest)" == step_00000004.h5 ]] || fail "latest: $(cat out/k/checkpoints/latest)"
@@ -139,6 +143,41 @@ case "$case_name" in
     expect_in verify6.txt "verdict: identical"
     cmp out/ref/adapter/adapter_model.safetensors out/k/adapter/adapter_model.safetensors ||
       fail "adapters differ after the restart"
+    ;;
+  preempt)
+    # A stop signal (what Slurm sends before a time limit or on preemption): rank 1 sends itself SIGTERM at
+    # the start of step 4, and again while the stop checkpoint is written. Every rank finishes step 4, the
+    # checkpoint of 5 steps is written once and complete although checkpoint.every = 0, run.h5 says
+    # preempted with a VALID verdict over the 5 steps, the exit code is 75; checkpoint.resume = auto then
+    # continues bit-identically to the uninterrupted run (which itself started with auto and no checkpoint),
+    # and the stop checkpoint equals that run's checkpoint of step 5.
+    common=("${tiny[@]}" --set parallel.strategy=zero2 --set run.steps=10 --set checkpoint.resume=auto)
+    run 0 ref.log "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=ref --set checkpoint.every=5
+    run 75 stop.log "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=p --set run.quiet=false \
+      --set fault.signal_rank=1 --set fault.signal_at_step=4 --set fault.signal=term --set fault.signal_again=true
+    expect_in stop.log "rank 1 sends itself SIGTERM at step 4"
+    expect_in stop.log "rank 1 sends itself SIGTERM again during the checkpoint write"
+    expect_in stop.log "another stop signal: already stopping"
+    [[ "$(ckpts out/p/checkpoints)" == "latest step_00000005.h5 " ]] || fail "checkpoints: $(ckpts out/p/checkpoints)"
+    [[ "$(count_in stop.log "checkpoint: ")" == 1 ]] || fail "expected one checkpoint write"
+    "$checker" run out/p/run.h5 10 preempted "stopped by SIGTERM after 5 of 10 steps; checkpoint "
+    [[ "$(h5attr out/p/run.h5 /verdict)" == VALID ]] || fail "verdict $(h5attr out/p/run.h5 /verdict)"
+    [[ "$(h5attr out/p/run.h5 /metrics/summary/stopped_after_steps)" == 5 ]] || fail "stopped_after_steps"
+    [ ! -e out/p/adapter ] || fail "a preempted run wrote the final adapter"
+    run 0 verify.txt "$lorabench" checkpoint verify $C/step_00000005.h5 out/p/checkpoints/step_00000005.h5
+    expect_in verify.txt "verdict: identical"
+    run 0 resume.log "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=p
+    "$checker" run out/p/run.h5 10 completed
+    "$checker" run out/p/run.1.h5 10 preempted
+    "$checker" losses out/ref/run.h5 out/p/run.1.h5 0
+    "$checker" losses out/ref/run.h5 out/p/run.h5 0
+    cmp out/ref/adapter/adapter_model.safetensors out/p/adapter/adapter_model.safetensors ||
+      fail "adapters differ after the preemption and resume"
+    # SIGUSR1 right after a periodic checkpoint (checkpoint.every = 2, stop after 4 steps): no second write.
+    run 75 usr1.log "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=u --set run.quiet=false --set checkpoint.every=2 \
+      --set fault.signal_rank=0 --set fault.signal_at_step=3
+    [[ "$(grep -c "^checkpoint: .*/step_00000004.h5 (" usr1.log)" == 1 ]] || fail "the checkpoint of step 4 was not written exactly once"
+    "$checker" run out/u/run.h5 8 preempted "stopped by SIGUSR1 after 4 of 10 steps"
     ;;
   reshard)
     # Written by fsdp on 2 ranks (micro 2); resumed by single (grad_accum 2), ddp on 1 rank and fsdp on 4

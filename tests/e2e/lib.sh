@@ -23,6 +23,13 @@ run() {
   fi
 }
 
+# wait_unlocked FILE [SECONDS]: waits (default 10 s) until no process holds an HDF5 write lock (flock) on
+# FILE, else fails. A launcher may return while the rank it SIGKILLed is still being torn down: until then
+# that rank's lock on run.h5 makes h5dump refuse the file ("unable to open").
+wait_unlocked() {
+  flock -s -w "${2:-10}" "$1" true || fail "$1 is still locked by a writer after ${2:-10} s"
+}
+
 expect_in() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "\"$2\" not in $1"; }; }
 expect_not_in() { ! grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "\"$2\" in $1"; }; }
 expect_re() { grep -qE -- "$2" "$1" || { cat "$1" >&2; fail "no line matching /$2/ in $1"; }; }

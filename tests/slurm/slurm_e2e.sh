@@ -5,12 +5,14 @@
 #   slurm_e2e.sh CASE LORABENCH WORKDIR
 # Cases:
 #   ddp_2cpu   sbatch slurm/ddp_2cpu.sbatch (tiny input): exit code, run file status and Slurm provenance
+#   preempt    sbatch slurm/zero_2cpu.sbatch, signalled mid-run (scancel --signal USR1, then TERM): it
+#              checkpoints, exits 75, is requeued and resumes bit-identically to an uninterrupted job
 #   srun_fsdp  salloc -n 2 srun lorabench inputs/fsdp.ini (shrunk with --set): plain srun in an allocation
 #   matrix     slurm/submit_matrix.sh (no kind: the CPU scripts here), one run cancelled: the report says why
 #   memory     slurm/memory_matrix.sh (no kind) with a tiny model and a memory limit that a larger one exceeds:
 #              the failure is a row of the summary, the matrix goes on
 set -euo pipefail
-case_name=$1 lorabench=$2 work=$3
+case_name=$1 lorabench=$2 work=$3 run_checker=${4:-}
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export PATH=$PATH:/usr/sbin
 
@@ -75,6 +77,51 @@ case "$case_name" in
     v=$(h5attr "$work/outputs/ddp_$job/run.h5" /metrics/summary/strategy); [ "$v" = ddp ] || fail "strategy \"$v\""
     v=$(h5attr "$work/outputs/ddp_$job/run.h5" /provenance/threads_per_rank); [ "$v" = 1 ] || fail "threads_per_rank \"$v\""
     expect_in "$work/job-$job.out" "rank 1/2"
+    ;;
+  preempt)
+    # Preemption as Slurm does it: a running 2-rank job gets SIGUSR1 (scancel --signal=USR1, what
+    # --signal=USR1@120 sends before the time limit) and then SIGTERM. Every rank finishes its step and
+    # writes one checkpoint, lorabench exits 75, the batch script requeues the job, and the requeued job
+    # (same id, same run directory) resumes by itself: the losses of both parts are bit-identical to an
+    # uninterrupted job's, and so is the adapter.
+    sets="run.output_dir=$work/outputs run.steps=60 run.warmup_steps=0 run.log_every=1 parallel.strategy=zero2"
+    ref=$(LORABENCH_INPUT=inputs/tiny.ini LORABENCH_SET="$sets" \
+          sbatch --parsable --cpus-per-task=1 --time=4 --output="$work/ref-%j.out" slurm/zero_2cpu.sbatch)
+    job=$(LORABENCH_INPUT=inputs/tiny.ini LORABENCH_SET="$sets" \
+          sbatch --parsable --cpus-per-task=1 --time=4 --output="$work/job-%j.out" slurm/zero_2cpu.sbatch)
+    echo "submitted slurm/zero_2cpu.sbatch twice: job $ref (uninterrupted), job $job (signalled)"
+    rc=0
+    "$src/scripts/slurm/wait_job.sh" "$ref" 200 || rc=$?
+    cat "$work/ref-$ref.out"
+    [ $rc -eq 0 ] || fail "job $ref exited with $rc"
+    # Signal once the job has run a few steps (the node runs one job at a time: the ref went first).
+    end=$(( $(date +%s) + 120 ))
+    until grep -q "^step 10/60" "$work/job-$job.out" 2>/dev/null; do
+      [ "$(date +%s)" -lt "$end" ] || { cat "$work/job-$job.out" >&2; fail "job $job never reached step 10"; }
+      sleep 0.1
+    done
+    scancel --signal=USR1 "$job"
+    sleep 0.3
+    scancel --signal=TERM "$job"
+    rc=0
+    "$src/scripts/slurm/wait_job.sh" "$job" 200 || rc=$?
+    cat "$work/job-$job.out"
+    [ $rc -eq 0 ] || fail "job $job exited with $rc"
+    restarts=$(scontrol -o show job "$job" | grep -oP '(^| )Restarts=\K[0-9]+')
+    [ "$restarts" = 1 ] || fail "job $job: Restarts=$restarts, expected 1 (requeued once)"
+    expect_in "$work/job-$job.out" "SIGUSR1: stopping after this step with a checkpoint"
+    expect_in "$work/job-$job.out" "requeueing (restart 1)"
+    d="$work/outputs/zero2_$job"
+    check_run "$d/run.h5" "$job" 2
+    v=$(h5attr "$d/run.1.h5" /status); [ "$v" = preempted ] || fail "$d/run.1.h5: status \"$v\""
+    v=$(h5attr "$d/run.1.h5" /status_message)
+    [[ "$v" == "stopped by SIGUSR1 after "*" of 60 steps; checkpoint "* ]] || fail "$d/run.1.h5: status_message \"$v\""
+    v=$(h5attr "$d/run.h5" /provenance/resumed_at_step); [ -n "$v" ] && [ "$v" -gt 0 ] || fail "resumed_at_step \"$v\""
+    "$run_checker" losses "$work/outputs/zero2_$ref/run.h5" "$d/run.1.h5" 0
+    "$run_checker" losses "$work/outputs/zero2_$ref/run.h5" "$d/run.h5" 0
+    cmp "$work/outputs/zero2_$ref/adapter/adapter_model.safetensors" "$d/adapter/adapter_model.safetensors" ||
+      fail "the adapters of the uninterrupted and the requeued job differ"
+    echo "ok: job $job stopped after a checkpoint, was requeued once and resumed at step $v bit-identically"
     ;;
   srun_fsdp)
     # `srun -n 2 lorabench inputs/fsdp.ini` inside an allocation; plain srun relies on MpiDefault=pmix.

@@ -156,3 +156,20 @@ TEST(Config, HelpAndMarkdownListEveryKey) {
     EXPECT_NE(md.find("`" + o.key + "`"), std::string::npos) << o.key;
   }
 }
+
+TEST(Config, SignalFaultKeys) {
+  std::string e = parse_error("[fault]\nsignal = hup\n");
+  EXPECT_NE(e.find("inputs/x.ini:2: fault.signal"), std::string::npos) << e;
+  RunConfig c = parse_run_config("f.ini", "[parallel]\nstrategy = ddp\n[fault]\nsignal_rank = 2\nsignal_at_step = 3\n", {});
+  e = validate_error(c, 2);
+  EXPECT_NE(e.find("f.ini:4: fault.signal_rank: rank 2 does not exist in a job of 2 ranks"), std::string::npos) << e;
+  EXPECT_NO_THROW(validate_run_config(c, ValidationContext{3, false, false}));
+  c = parse_run_config("f.ini", "[fault]\nsignal_rank = 0\n", {});
+  e = validate_error(c, 1);
+  EXPECT_NE(e.find("fault.signal_at_step: fault.signal_rank and fault.signal_at_step must be set together"),
+            std::string::npos)
+      << e;
+  c = parse_run_config("f.ini", "[fault]\nsignal_at_step = 4\nsignal = term\nsignal_again = true\n", {});
+  e = validate_error(c, 1);
+  EXPECT_NE(e.find("must be set together"), std::string::npos) << e;
+}

@@ -105,6 +105,10 @@ struct FaultSection {
   int nan_rank = 0;      // ... on this rank
   int kill_rank = -1;    // SIGKILL this rank ...
   int kill_at_step = -1; // ... at the start of this step
+  int signal_rank = -1;      // this rank sends itself `signal` ...
+  int signal_at_step = -1;   // ... at the start of this step
+  std::string signal = "usr1";  // usr1 | term
+  bool signal_again = false;    // ... and once more while the stop checkpoint is written
   int slow_rank = -1;        // this rank's forward, backward and optimizer compute ...
   double slow_factor = 1;    // ... take this many times as long (a sleep of (factor - 1) x the measured compute)
   double data_delay_ms = 0;  // every rank sleeps this long per micro-batch while building its batches

@@ -18,6 +18,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -84,9 +85,11 @@ struct CheckpointWriteResult {
 // /rng/rank_seeds. In kGathered mode only rank 0's pieces are used and they must be whole tensors.
 // keep_last > 0 then removes older complete checkpoints beyond the newest keep_last, and stale *.tmp
 // files. A failure on any rank is an IoError on every rank; the previous checkpoints and `latest` stay.
+// `before_commit` (fault injection) runs on every rank between the data write and the rename.
 CheckpointWriteResult save_checkpoint(const std::string& dir, int64_t step, MPI_Comm comm, CheckpointWriteMode mode,
                                       const std::vector<AttrGroup>& groups, const std::vector<TensorPiece>& tensors,
-                                      const std::vector<int64_t>& rank_seeds, int keep_last);
+                                      const std::vector<int64_t>& rank_seeds, int keep_last,
+                                      const std::function<void()>& before_commit = {});
 
 // Only the file part of save_checkpoint (no rename, pointer or pruning): collective, writes `path`
 // and returns the write time (max over ranks). For measurements and tests.

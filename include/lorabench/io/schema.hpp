@@ -20,7 +20,7 @@ constexpr const char* kAttrProgramVersion = "program_version";
 constexpr const char* kAttrGitCommit = "git_commit";
 constexpr const char* kAttrKind = "kind";              // "train" or "comm"
 constexpr const char* kAttrRunName = "run_name";
-constexpr const char* kAttrStatus = "status";          // "running", "completed", "failed"
+constexpr const char* kAttrStatus = "status";          // "running", "completed", "failed", "preempted"
 constexpr const char* kAttrStatusMessage = "status_message";
 constexpr const char* kAttrVerdict = "verdict";        // "VALID", "INVALID" (or "PENDING" while running)
 constexpr const char* kAttrCreated = "created_utc";
@@ -31,6 +31,9 @@ constexpr const char* kKindComm = "comm";
 constexpr const char* kStatusRunning = "running";
 constexpr const char* kStatusCompleted = "completed";
 constexpr const char* kStatusFailed = "failed";
+// Stopped by SIGTERM/SIGUSR1 after a checkpoint (core/stop_request.hpp); the summary and verdict cover the
+// steps that ran.
+constexpr const char* kStatusPreempted = "preempted";
 
 // Groups and datasets.
 constexpr const char* kConfig = "config";                 // attrs: every key's resolved value

@@ -18,6 +18,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -91,9 +92,16 @@ class Checkpointer {
   void after_step(strategy::TrainingStrategy& s, int64_t steps_done, int64_t local_tokens);
   // Writes the checkpoint of `steps_done` now.
   io::CheckpointWriteResult save(strategy::TrainingStrategy& s, int64_t steps_done);
+  // Fault injection (fault.signal_again): runs between a checkpoint's data write and its commit.
+  std::function<void()> before_commit;
+  // The step and path of the last checkpoint this Checkpointer wrote (-1 and "" before the first).
+  int64_t last_saved_step() const { return last_step_; }
+  const std::string& last_saved_path() const { return last_path_; }
 
  private:
   std::vector<io::AttrGroup> groups(int64_t steps_done, int64_t optimizer_step, int64_t tokens_seen) const;
+  // Collective: fingerprint_ from training_fingerprint (rank 0 reads the files, every rank gets it).
+  void compute_fingerprint();
 
   const RunConfig& c_;
   const model::ModelLayout& m_;
@@ -106,6 +114,8 @@ class Checkpointer {
   int64_t tokens_base_ = 0;   // global tokens up to the resume point
   int64_t tokens_local_ = 0;  // this rank's tokens since then
   int written_ = 0;
+  int64_t last_step_ = -1;
+  std::string last_path_;
   double write_s_total_ = 0;
 };
 
