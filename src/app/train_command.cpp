@@ -326,26 +326,33 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   }
   if (!train::broadcast_status(mpi.world(), ok, err)) throw ConfigError(err);
 
-  if (run) {
-    run->write_config(resolved_values(cfg), cfg.input_text, cfg.input_path, cfg.overrides);
-    io::KeyValues prov = provenance(mpi, topo, cfg, argc, argv);
-    for (const auto& kv : dev.describe()) prov.push_back(kv);
-    if (dev.is_cuda())
-      prov.emplace_back("papi_scope", "the host thread of each rank (launches, staging copies), not the GPU's kernels");
-    prov.emplace_back("device_choice", choice.reason);
-    prov.emplace_back("backend", choice.backend);
-    if (!resume.path.empty()) {
-      prov.emplace_back("resumed_from", resume.path);
-      prov.emplace_back("resumed_at_step", std::to_string(resume.step));
-      prov.emplace_back("previous_run_file", previous_run_file);
-    }
-    run->write_provenance(prov);
-    std::vector<io::RankRow> rows;
-    for (const auto& r : topo.ranks)
-      rows.push_back({r.rank, r.host, r.local_rank, r.node, r.pid, cfg.parallel.threads_per_rank,
-                      starts_with(r.device, "cuda:") ? std::stoi(r.device.substr(5)) : -1});
-    run->write_ranks(rows);
-    run->flush();
+  // The first writes of the run file; a failure (a full disk) stops every rank together (exit 4).
+  try {
+    train::agreed_writes(mpi.world(), [&] {
+      if (!run) return;
+      run->write_config(resolved_values(cfg), cfg.input_text, cfg.input_path, cfg.overrides);
+      io::KeyValues prov = provenance(mpi, topo, cfg, argc, argv);
+      for (const auto& kv : dev.describe()) prov.push_back(kv);
+      if (dev.is_cuda())
+        prov.emplace_back("papi_scope", "the host thread of each rank (launches, staging copies), not the GPU's kernels");
+      prov.emplace_back("device_choice", choice.reason);
+      prov.emplace_back("backend", choice.backend);
+      if (!resume.path.empty()) {
+        prov.emplace_back("resumed_from", resume.path);
+        prov.emplace_back("resumed_at_step", std::to_string(resume.step));
+        prov.emplace_back("previous_run_file", previous_run_file);
+      }
+      run->write_provenance(prov);
+      std::vector<io::RankRow> rows;
+      for (const auto& r : topo.ranks)
+        rows.push_back({r.rank, r.host, r.local_rank, r.node, r.pid, cfg.parallel.threads_per_rank,
+                        starts_with(r.device, "cuda:") ? std::stoi(r.device.substr(5)) : -1});
+      run->write_ranks(rows);
+      run->flush();
+    });
+  } catch (const AgreedIoError& e) {
+    std::fprintf(stderr, "lorabench: rank %d: %s\n", mpi.rank(), e.what());
+    return kExitIoError;
   }
 
   log::info(strformat("lorabench %s (%s)  %s", program_version(), git_commit(), input.c_str()));

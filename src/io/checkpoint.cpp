@@ -24,16 +24,7 @@ namespace lorabench::io {
 namespace {
 
 // The innermost message of HDF5's error stack ("truncated file: eof = ...") for IoError texts.
-herr_t error_walk(unsigned n, const H5E_error2_t* e, void* out) {
-  auto* s = static_cast<std::string*>(out);
-  if (e->desc && *e->desc) *s = e->desc;  // the last one walked (H5E_WALK_DOWNWARD) is the innermost
-  return 0;
-}
-std::string hdf5_error() {
-  std::string s;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, error_walk, &s);
-  return s;
-}
+std::string hdf5_error() { return h5::last_error(); }
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) { throw IoError(path + ": " + what); }
 
@@ -61,7 +52,7 @@ void agree(MPI_Comm comm, bool ok, const std::string& message) {
   MPI_Bcast(&len, 1, MPI_INT, first, comm);
   std::string text = rank == first ? message : std::string(static_cast<size_t>(len), '\0');
   if (len) MPI_Bcast(text.data(), len, MPI_CHAR, first, comm);
-  throw IoError(rank == first ? text : text + " (reported by rank " + std::to_string(first) + ")");
+  throw AgreedIoError(rank == first ? text : text + " (reported by rank " + std::to_string(first) + ")");
 }
 
 int64_t row_elems(const std::vector<int64_t>& shape) {

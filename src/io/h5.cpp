@@ -1,5 +1,6 @@
 #include "lorabench/io/h5.hpp"
 
+#include <cstdlib>
 #include <cstring>
 
 #include "lorabench/core/error.hpp"
@@ -18,8 +19,18 @@ std::string object_name(hid_t obj) {
 }
 
 [[noreturn]] void fail(hid_t obj, const std::string& what) {
+  // A failed system call (a full disk, an I/O error) is named; HDF5's own texts stay out of the message.
+  // Read before the names: every HDF5 call clears the error stack.
+  const std::string why = last_error();
   std::string where = obj >= 0 ? file_name(obj) + ":" + object_name(obj) : std::string("hdf5");
-  throw IoError(where + ": " + what);
+  const bool os = why.find("(errno ") != std::string::npos;
+  throw IoError(where + ": " + what + (os ? " (" + why + ")" : ""));
+}
+
+herr_t innermost(unsigned, const H5E_error2_t* e, void* out) {
+  auto* s = static_cast<std::string*>(out);
+  if (e->desc && *e->desc) *s = e->desc;  // the last one walked (H5E_WALK_DOWNWARD) is the innermost
+  return 0;
 }
 
 hid_t check(hid_t id, hid_t obj, const std::string& what) {
@@ -83,6 +94,24 @@ void Handle::reset() {
 }
 
 void silence_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+
+std::string last_error() {
+  std::string s;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, innermost, &s);
+  // The sec2 driver's "file write failed: time = ..., errno = 28, error message = 'No space left on
+  // device', buf = ..." (and "file read failed: ..."): keep the operation and the system's reason.
+  const auto e = s.find("errno = ");
+  const auto m = s.find("error message = '");
+  if (e != std::string::npos && m != std::string::npos) {
+    const auto start = m + 17;
+    const auto end = s.find('\'', start);
+    const std::string op = s.substr(0, s.find(':'));  // "file write failed"
+    const int err = std::atoi(s.c_str() + e + 8);
+    return op + ": " + s.substr(start, end == std::string::npos ? std::string::npos : end - start) +
+           strformat(" (errno %d)", err);
+  }
+  return s;
+}
 
 std::string file_name(hid_t obj) {
   ssize_t n = H5Fget_name(obj, nullptr, 0);

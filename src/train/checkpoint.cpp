@@ -597,12 +597,13 @@ io::CheckpointWriteResult Checkpointer::save(strategy::TrainingStrategy& s, int6
   log::info(strformat("checkpoint: %s (%s, write %.3f s, commit %.3f s%s)", r.path.c_str(),
                       format_bytes(double(r.bytes)).c_str(), r.write_s, r.commit_s,
                       r.pruned.empty() ? "" : (", pruned " + join(r.pruned, ", ")).c_str()));
-  if (run_) {
+  agreed_writes(world_, [&] {
+    if (!run_) return;
     run_->write_summary("checkpoints_written", double(written_));
     run_->write_summary("checkpoint_last", r.path);
     run_->write_summary("checkpoint_write_s_total", write_s_total_);
     run_->flush();  // the run file stays readable if the job is killed before the next log flush
-  }
+  });
   return r;
 }
 

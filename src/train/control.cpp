@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 
+#include "lorabench/core/error.hpp"
 #include "lorabench/core/mpi_session.hpp"
 
 namespace lorabench::train {
@@ -117,6 +118,22 @@ bool broadcast_status(MPI_Comm comm, bool ok, std::string& message) {
   LB_MPI_CHECK(MPI_Bcast(&flag, 1, MPI_INT, 0, comm));
   message = broadcast_string(comm, message);
   return flag != 0;
+}
+
+void agree_io(MPI_Comm comm, const std::string& error) {
+  std::string message = error;
+  if (!agree_status(comm, error.empty(), message)) throw AgreedIoError(message);
+}
+
+void agreed_writes(MPI_Comm comm, const std::function<void()>& f) {
+  std::string error;
+  try {
+    f();
+  } catch (const std::exception& e) {
+    error = e.what();
+    if (error.empty()) error = "write failed";
+  }
+  agree_io(comm, error);
 }
 
 }  // namespace lorabench::train

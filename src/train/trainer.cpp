@@ -279,7 +279,18 @@ class StepLog {
   void enable_counters(size_t width) { counter_width_ = width; }
   // Collective: gathers the pending rows of every rank to rank 0, which appends them in (step, rank)
   // order and flushes the file.
+  // Collective. Rank 0 appends the rows to run.h5; a failed write stops every rank together
+  // (AgreedIoError, after the other ranks' gathers are done).
   void flush() {
+    std::string error;
+    auto write = [&](const std::function<void()>& f) {
+      if (!error.empty()) return;
+      try {
+        f();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    };
     std::vector<double> all = gather_to_root(env_.world, pending_);
     const std::vector<std::vector<double>> timelines = gatherv_to_root(env_.world, pending_timelines_);
     pending_timelines_.clear();
@@ -297,7 +308,7 @@ class StepLog {
       std::vector<std::vector<std::vector<comm::CollectiveTiming>>> parsed;
       for (const auto& t : timelines) parsed.push_back(parse_timelines(t));
       fill_cross_rank_columns(ordered, int(W), parsed, offsets_);
-      env_.run->append_steps(ordered);
+      write([&] { env_.run->append_steps(ordered); });
       rows_.insert(rows_.end(), ordered.begin(), ordered.end());
     }
     if (counter_width_ > 0) {
@@ -314,11 +325,12 @@ class StepLog {
             const double* src = c.data() + w * per_rank + st * block;
             ordered.insert(ordered.end(), src, src + block);
           }
-        env_.run->append_counters(ordered);
+        write([&] { env_.run->append_counters(ordered); });
       }
       pending_counters_.clear();
     }
-    if (env_.run) env_.run->flush();
+    if (env_.run) write([&] { env_.run->flush(); });
+    agree_io(env_.world, error);
     pending_.clear();
   }
   // Every row written so far (rank 0 only).
@@ -500,11 +512,12 @@ class Trainer {
         log::info(strformat("eval  after step %lld: loss %.4f  perplexity %.3f  (%lld samples, %lld tokens, %.2f s)",
                             (long long)(step + 1), e.loss, std::exp(e.loss), (long long)e.samples,
                             (long long)e.tokens, e.seconds));
-        if (env_.run) {
+        agreed_writes(env_.world, [&] {
+          if (!env_.run) return;
           env_.run->append_eval(trial, step + 1, e.loss, e.tokens, e.samples, e.seconds);
           env_.run->write_summary("eval_loss_last", e.loss);
           env_.run->write_summary("eval_perplexity_last", std::exp(e.loss));
-        }
+        });
       }
       ckpt.after_step(*strat, step + 1, r.tokens);
       if (step + 1 < steps && stop_requested()) {
@@ -550,10 +563,11 @@ class Trainer {
     stop_message_ = strformat("stopped by %s after %lld of %d steps; %s", sig, (long long)steps_done,
                               c_.run.steps, what.c_str());
     log::info(stop_message_ + strformat(" (exit code %d)", stop::kExitPreempted));
-    if (env_.run) {
+    agreed_writes(env_.world, [&] {
+      if (!env_.run) return;
       env_.run->write_summary("stop_signal", std::string(sig));
       env_.run->write_summary("stopped_after_steps", double(steps_done));
-    }
+    });
   }
 
   // Fills the run-file row of one step from the runner's result.
@@ -648,6 +662,7 @@ class Trainer {
   }
 
   void finish();
+  void write_summary(io::RunFileWriter& run);
 
   const TrainEnv& env_;
   const RunConfig& c_;
@@ -667,14 +682,19 @@ class Trainer {
   double phase_t0_[metrics::kPhaseCount] = {};
 };
 
-// Summary, cross-rank statistics and validation (rank 0 writes), traces.
+// Collective: traces, then the summary, cross-rank statistics and validation (rank 0 writes; a failed
+// write stops every rank together).
 void Trainer::finish() {
   if (trace_.enabled()) {
     const std::string path = (fs::path(env_.run_dir) / strformat("trace_rank%d.json", rank_)).string();
     trace_.write(path);
   }
-  if (env_.run == nullptr) return;
-  io::RunFileWriter& run = *env_.run;
+  agreed_writes(env_.world, [this] {
+    if (env_.run) write_summary(*env_.run);
+  });
+}
+
+void Trainer::write_summary(io::RunFileWriter& run) {
   const auto& rows = log_.rows();
   const size_t ncol = schema::kNumStepColumns;
   const size_t nrows = rows.size() / ncol;
@@ -839,6 +859,20 @@ void Trainer::finish() {
 
 }  // namespace
 
+namespace {
+
+// Rank 0 marks run.h5 failed when it still can (after a failed write it may not).
+void mark_failed(const TrainEnv& env, const std::string& why) {
+  if (!env.run) return;
+  try {
+    env.run->set_status(schema::kStatusFailed, why);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lorabench: could not mark %s failed: %s\n", env.run->path().c_str(), e.what());
+  }
+}
+
+}  // namespace
+
 int run_training(const TrainEnv& env) {
   Setup s = make_setup(env);
   const RunConfig& c = *env.cfg;
@@ -861,6 +895,12 @@ int run_training(const TrainEnv& env) {
     if (env.topo->rank == 0) std::fprintf(stderr, "lorabench: training stopped: %s\n", e.what());
     if (env.run) env.run->set_status(schema::kStatusFailed, e.what());
     return 3;
+  } catch (const AgreedIoError& e) {
+    // A write failed (a full disk, an I/O error) and every rank knows: each says so and all stop together.
+    // The checkpoints written before stay (each is committed atomically) and resume selects the newest.
+    std::fprintf(stderr, "lorabench: rank %d: training stopped: %s\n", env.topo->rank, e.what());
+    mark_failed(env, e.what());
+    return kExitIoError;
   }
 }
 

@@ -141,8 +141,11 @@ tests/e2e/bad_inputs_e2e.sh build/src/app/lorabench . /tmp/lorabench-bad-inputs 
 The message is the first line of standard error that says what went wrong (with the line after it when
 it is a heading ending in `:`); `WORK` is the scratch directory, `SRC` the checkout, `HOST` the host name,
 `DIGEST` a tensor digest. Exit codes: 2 = a configuration error, or a file that makes the run impossible
-as configured (one message from rank 0); 1 = any other failure (`[rank r@host] error: ...`, then
-`MPI_Abort`, so no rank hangs); `lorabench checkpoint` exits 2 when a file is unusable. The readers behind
+as configured (one message from rank 0); 3 = a non-finite loss stopped training; 4 = a checkpoint or
+run-file write failed (a full disk; every rank says so: [checkpoints.md](checkpoints.md#a-full-disk-a-failing-device));
+75 = stopped by SIGTERM/SIGUSR1 after a checkpoint ([checkpoints.md](checkpoints.md#preemption-and-time-limits));
+1 = any other failure (`[rank r@host] error: ...`, then `MPI_Abort`, so no rank hangs); `lorabench
+checkpoint` exits 2 when a file is unusable. The readers behind
 these rows are also fuzzed ([testing.md](testing.md#fuzzing-the-readers)).
 
 | class | input | exit | first error line |

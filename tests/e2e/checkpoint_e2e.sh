@@ -179,6 +179,53 @@ case "$case_name" in
     [[ "$(grep -c "^checkpoint: .*/step_00000004.h5 (" usr1.log)" == 1 ]] || fail "the checkpoint of step 4 was not written exactly once"
     "$checker" run out/u/run.h5 8 preempted "stopped by SIGUSR1 after 4 of 10 steps"
     ;;
+  io_errors)
+    # A full disk and a failing device, injected with an LD_PRELOAD shim on rank 0 (tests/e2e/failwrite.c).
+    # A failed checkpoint write (ENOSPC) and a failed run-file write (EIO) in mid-run each stop both ranks
+    # together with exit code 4 and the path and reason on every rank; the checkpoints before stay, resume
+    # selects the newest of them and reaches the uninterrupted run's losses bit-identically.
+    shim=${LB_TEST_FAILWRITE:?the failwrite shim (set by checkpoint.cmake)}
+    common=("${tiny[@]}" --set parallel.strategy=ddp --set checkpoint.every=2 --set run.steps=8)
+    run 0 ref.log "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=ref
+    # 1. ENOSPC while rank 0 writes the checkpoint of step 4.
+    run 4 enospc.log env LD_PRELOAD="$shim" LB_FAILWRITE_MATCH=step_00000004.h5.tmp LB_FAILWRITE_RANK=0 \
+      "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=c
+    for r in 0 1; do
+      expect_re enospc.log "^lorabench: rank $r: training stopped: .*/out/c/checkpoints/step_00000004.h5.tmp: .*No space left on device \(errno 28\)"
+    done
+    [[ "$(cat out/c/checkpoints/latest)" == step_00000002.h5 ]] || fail "latest: $(cat out/c/checkpoints/latest)"
+    run 0 verify2.txt "$lorabench" checkpoint verify $C/step_00000002.h5 out/c/checkpoints/step_00000002.h5
+    expect_in verify2.txt "verdict: identical"
+    "$checker" run out/c/run.h5 8 failed "No space left on device (errno 28)"
+    run 0 resume_c.log "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=c --set checkpoint.resume=latest
+    "$checker" provenance out/c/run.h5 resumed_at_step 2
+    "$checker" losses out/ref/run.h5 out/c/run.h5 0
+    run 0 verify8.txt "$lorabench" checkpoint verify $C/step_00000008.h5 out/c/checkpoints/step_00000008.h5
+    expect_in verify8.txt "verdict: identical"
+    # 2. EIO on run.h5 in mid-run: the byte budget is what a 3-step run writes to its run.h5, so a 20-step
+    # run's writes fail a few steps in.
+    run 0 count.log env LD_PRELOAD="$shim" LB_FAILWRITE_MATCH=/out/n/run.h5 LB_FAILWRITE_RANK=0 \
+      LB_FAILWRITE_AFTER=-1 LB_FAILWRITE_REPORT="$work/run_h5_bytes" \
+      "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=n --set run.steps=3 --set checkpoint.every=1
+    budget=$(cat "$work/run_h5_bytes")
+    [ "$budget" -gt 0 ] || fail "the counting run wrote $budget bytes to run.h5"
+    rm -rf out/n
+    run 4 eio.log env LD_PRELOAD="$shim" LB_FAILWRITE_MATCH=/out/n/run.h5 LB_FAILWRITE_RANK=0 \
+      LB_FAILWRITE_AFTER="$budget" LB_FAILWRITE_ERRNO=EIO \
+      "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=n --set run.steps=20 --set checkpoint.every=1
+    for r in 0 1; do
+      expect_re eio.log "^lorabench: rank $r: training stopped: .*/out/n/run.h5.*Input/output error \(errno 5\)"
+    done
+    last=$(cat out/n/checkpoints/latest)
+    steps_done=$((10#${last:5:8}))
+    [ "$steps_done" -ge 3 ] && [ "$steps_done" -lt 20 ] || fail "latest checkpoint $last: expected one in mid-run"
+    wait_unlocked out/n/run.h5
+    run 0 resume_n.log "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=n --set run.steps=20 \
+      --set checkpoint.every=1 --set checkpoint.resume=latest
+    "$checker" provenance out/n/run.h5 resumed_at_step "$steps_done"
+    run 0 ref20.log "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=ref20 --set run.steps=20
+    "$checker" losses out/ref20/run.h5 out/n/run.h5 0
+    ;;
   reshard)
     # Written by fsdp on 2 ranks (micro 2); resumed by single (grad_accum 2), ddp on 1 rank and fsdp on 4
     # ranks (micro 1): the same global batch of 4, losses within 1e-6 of the uninterrupted fsdp run.

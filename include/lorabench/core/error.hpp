@@ -27,6 +27,15 @@ class IoError : public Error {
   using Error::Error;
 };
 
+// An I/O error that every rank of the job knows about (the ranks agreed on it after the write, e.g. a
+// checkpoint or run-file write that failed on rank 0): training stops on every rank together with exit
+// code kExitIoError and the same message, instead of one rank aborting the job.
+class AgreedIoError : public IoError {
+ public:
+  using IoError::IoError;
+};
+constexpr int kExitIoError = 4;
+
 // A collective or communicator failed (MPI, NCCL, a mismatched collective sequence).
 class CommError : public Error {
  public:

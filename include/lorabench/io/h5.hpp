@@ -40,6 +40,10 @@ class Handle {
 
 // Turns off HDF5's automatic error stack printing (our exceptions carry the context). Idempotent.
 void silence_errors();
+// The innermost message of this thread's HDF5 error stack, "" when it is empty. A failed system call
+// becomes its reason: "write failed: No space left on device (errno 28)" instead of HDF5's text with
+// timestamps, descriptors and buffer addresses.
+std::string last_error();
 
 // Files, opened by one process with the default driver. create_exclusive fails (IoError) when the
 // file exists.

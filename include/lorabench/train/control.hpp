@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,13 @@ bool broadcast_status(MPI_Comm comm, bool ok, std::string& message);
 // Every rank decides: false on every rank when any rank passes false, with the message of the lowest such
 // rank (prefixed "rank R: " when it is not rank 0's) in `message` everywhere.
 bool agree_status(MPI_Comm comm, bool ok, std::string& message);
+// Collective. `error` is this rank's failure of a write it just made ("" = none; in practice rank 0's
+// run-file writes): when any rank has one, every rank throws AgreedIoError with the lowest such rank's
+// message, so that all ranks stop together (exit code kExitIoError) instead of one aborting the job.
+void agree_io(MPI_Comm comm, const std::string& error);
+// Runs `f` (this rank's writes, may be a no-op), catching what it throws, then agree_io.
+void agreed_writes(MPI_Comm comm, const std::function<void()>& f);
+
 // Every rank's string, in rank order, on every rank.
 std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& s);
 
