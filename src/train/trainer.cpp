@@ -21,6 +21,7 @@
 #include "lorabench/data/batch.hpp"
 #include "lorabench/data/sft_source.hpp"
 #include "lorabench/data/tokenizer.hpp"
+#include "lorabench/io/h5.hpp"
 #include "lorabench/io/schema.hpp"
 #include "lorabench/lora/adapter.hpp"
 #include "lorabench/metrics/flops.hpp"
@@ -309,7 +310,6 @@ class StepLog {
       for (const auto& t : timelines) parsed.push_back(parse_timelines(t));
       fill_cross_rank_columns(ordered, int(W), parsed, offsets_);
       write([&] { env_.run->append_steps(ordered); });
-      rows_.insert(rows_.end(), ordered.begin(), ordered.end());
     }
     if (counter_width_ > 0) {
       // Every rank holds the same number of counter rows (kPhaseCount per step); rank order within a step.
@@ -333,13 +333,23 @@ class StepLog {
     agree_io(env_.world, error);
     pending_.clear();
   }
-  // Every row written so far (rank 0 only).
-  const std::vector<double>& rows() const { return rows_; }
+  // Every row written so far (rank 0 only), read back from run.h5: the rows are not kept in memory, so a
+  // long run's resident memory stays flat (bench/soak.py). Doubles and int64 columns: read back exactly.
+  std::vector<double> rows() const {
+    std::vector<double> out;
+    if (!env_.run) return out;
+    const auto table = h5::read_table(env_.run->file(), schema::kSteps);
+    const auto& cols = schema::step_columns();
+    const size_t n = table.empty() ? 0 : table.begin()->second.size();
+    out.reserve(n * cols.size());
+    for (size_t r = 0; r < n; ++r)
+      for (const auto& c : cols) out.push_back(table.at(c.name)[r]);
+    return out;
+  }
 
  private:
   const TrainEnv& env_;
   std::vector<double> pending_, pending_counters_, pending_timelines_;
-  std::vector<double> rows_;
   std::vector<double> offsets_;
   size_t counter_width_ = 0;
 };
@@ -695,7 +705,7 @@ void Trainer::finish() {
 }
 
 void Trainer::write_summary(io::RunFileWriter& run) {
-  const auto& rows = log_.rows();
+  const std::vector<double> rows = log_.rows();
   const size_t ncol = schema::kNumStepColumns;
   const size_t nrows = rows.size() / ncol;
   auto at_ = [&](size_t r, int col) { return rows[r * ncol + size_t(col)]; };
