@@ -330,6 +330,10 @@ std::vector<OptionSpec> build_table() {
   t.push_back(float_opt("fault.comm_delay_ms", &RC::fault, &FaultSection::comm_delay_ms, "0", 0, inf, false,
                         "every data-plane collective completes this much later than the backend completed it "
                         "(a slow link; always exposed)"));
+  t.push_back(int_opt("fault.drift_rank", &RC::fault, &FaultSection::drift_rank, -1, -1, imax,
+                      "rank whose own trainable state moves by one ulp after each trial's final gather (-1 = none): "
+                      "a write the gather missed; the verdict's replicas_identical or shards_consistent check must "
+                      "then fail"));
   return t;
 }
 
@@ -562,6 +566,12 @@ void validate_run_config(const RunConfig& c, const ValidationContext& ctx) {
   if (c.fault.slow_rank < 0 && c.fault.slow_factor != 1)
     add("fault.slow_rank", "fault.slow_factor is " + fmt_float(c.fault.slow_factor) +
                                " but no rank is chosen (set fault.slow_rank)");
+  if (c.fault.drift_rank >= ctx.world_size)
+    add("fault.drift_rank", "rank " + std::to_string(c.fault.drift_rank) + " does not exist in a job of " +
+                                std::to_string(ctx.world_size) + " ranks");
+  else if (c.fault.drift_rank >= 0 && ctx.world_size < 2 && (p.strategy == "single" || p.strategy == "ddp"))
+    add("fault.drift_rank", "one rank of " + p.strategy + " has no other copy of the state to disagree with, so "
+                            "the drift could not be seen (use 2 or more ranks, or a sharded strategy)");
   if (!c.run.name.empty() && (c.run.name.find('/') != std::string::npos || c.run.name == "." || c.run.name == ".."))
     add("run.name", "must be a plain directory name, got \"" + c.run.name + "\"");
   if (!problems.empty()) throw_problems(problems);

@@ -209,6 +209,22 @@ class FsdpStrategy final : public TrainingStrategy {
     discard_grads();
   }
 
+  LocalState local_state() override {
+    LocalState s;
+    s.step = step_;
+    s.replicated_params.resize(units_.size());  // nothing trainable is replicated at rest
+    for (size_t u = 0; u < units_.size(); ++u) {
+      Unit& x = units_[u];
+      if (!x.t_shard.defined()) continue;
+      // Piece r covers [r * t_piece, (r + 1) * t_piece) of the padded unit; the padding is not owned state.
+      const int64_t lo = rank_ * x.t_piece, hi = std::min(m_.units[u].trainable_numel, lo + x.t_piece);
+      if (hi <= lo) continue;
+      s.owned.push_back({static_cast<int>(u), lo, x.t_shard.narrow(0, 0, hi - lo), x.m.narrow(0, 0, hi - lo),
+                         x.v.narrow(0, 0, hi - lo)});
+    }
+    return s;
+  }
+
   int64_t prefetched_layers() const override { return prefetched_; }
 
   MemoryPrediction predict_memory() const override { return predict_model_state("fsdp", m_, dtype_, world_); }

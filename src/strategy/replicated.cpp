@@ -223,6 +223,31 @@ class ReplicatedStrategy final : public TrainingStrategy {
     discard_grads();
   }
 
+  LocalState local_state() override {
+    LocalState s;
+    s.step = step_;
+    s.replicated_params.resize(m_.units.size());
+    for (size_t u = 0; u < m_.units.size(); ++u) {
+      const int bi = unit_bucket_[u];
+      if (bi < 0) continue;
+      Bucket& b = buckets_[bi];
+      const int64_t off = unit_offset_[u], n = m_.units[u].trainable_numel;
+      s.replicated_params[u] = b.params.narrow(0, off, n);
+      if (!sharded()) {
+        s.owned.push_back({static_cast<int>(u), 0, b.params.narrow(0, off, n), b.m.narrow(0, off, n),
+                           b.v.narrow(0, off, n)});
+        continue;
+      }
+      // The part of [off, off + n) inside this rank's piece: the moments live only there, and the rank's
+      // optimizer step updates those parameters (the rest of its copy is what the all-gather delivered).
+      const int64_t P = piece(b), lo = std::max(off, rank_ * P), hi = std::min(off + n, (rank_ + 1) * P);
+      if (hi <= lo) continue;
+      s.owned.push_back({static_cast<int>(u), lo - off, b.params.narrow(0, lo, hi - lo),
+                         b.m.narrow(0, lo - rank_ * P, hi - lo), b.v.narrow(0, lo - rank_ * P, hi - lo)});
+    }
+    return s;
+  }
+
   MemoryPrediction predict_memory() const override { return predict_model_state(name(), m_, dtype_, world_); }
 
  private:

@@ -34,6 +34,7 @@
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/train/checkpoint.hpp"
 #include "lorabench/train/control.hpp"
+#include "lorabench/train/state_check.hpp"
 #include "lorabench/optim/schedule.hpp"
 #include "lorabench/train/step_runner.hpp"
 
@@ -196,17 +197,6 @@ Setup make_setup(const TrainEnv& env) {
   s.spec = strategy_spec_of(c);
   s.step = step_config_of(c);
   return s;
-}
-
-// FNV-1a over the bytes of every defined tensor: equal on two ranks iff the values are bitwise equal.
-int64_t state_digest(const std::vector<at::Tensor>& ts) {
-  Fnv1a h;
-  for (const auto& t : ts) {
-    if (!t.defined()) continue;
-    at::Tensor c = t.to(at::kCPU).contiguous();
-    h.add(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size());
-  }
-  return static_cast<int64_t>(h.h >> 1);
 }
 
 // Timelines of several steps as doubles, to gather them: per step the number of collectives n, then
@@ -535,14 +525,19 @@ class Trainer {
         break;
       }
     }
-    // Every replica must hold the same trainable state (bitwise): a digest compared across ranks.
     strategy::FullState st = strat->gather_state();
-    for (auto* v : {&st.params, &st.exp_avg, &st.exp_avg_sq})  // host copies for the digest and the outputs
+    for (auto* v : {&st.params, &st.exp_avg, &st.exp_avg_sq})  // host copies for the check and the outputs
       for (auto& t : *v)
         if (t.defined()) t = t.to(at::kCPU);
-    int64_t d = state_digest(st.params);
-    double dmin = allreduce_min(env_.world, double(d)), dmax = allreduce_max(env_.world, double(d));
-    replicas_equal_ = replicas_equal_ && dmin == dmax;
+    if (c_.fault.drift_rank == rank_) {
+      const std::string where = drift_own_shard(*strat);
+      log::any(strformat("fault injection: rank %d moved its own trainable state by one ulp after the final gather "
+                         "(%s)", rank_, where.empty() ? "it owns nothing" : where.c_str()));
+    }
+    // What each rank holds itself, against the other ranks and the gathered state (train/state_check.hpp).
+    StateCheck sc_end = check_trainable_state(*strat, st, env_.world);
+    if (!sc_end.passed && c_.run.repeat > 1) sc_end.detail = strformat("trial %d: ", trial) + sc_end.detail;
+    if (trial == 0 || (state_check_.passed && !sc_end.passed)) state_check_ = sc_end;
     if (trial == c_.run.repeat - 1 && stopped_signal_ == 0) save_outputs(*strat, st);
     prefetched_layers_ = strat->prefetched_layers();
     return 0;
@@ -686,7 +681,8 @@ class Trainer {
   comm::ClockOffsets clocks_;
   int64_t prefetched_layers_ = 0;
   int64_t clipped_steps_ = 0, skipped_steps_ = 0;
-  bool losses_finite_ = true, replicas_equal_ = true;
+  bool losses_finite_ = true;
+  StateCheck state_check_;  // the first trial's, or the first failed one's
   int stopped_signal_ = 0;     // the stop signal the ranks agreed on (0: none)
   std::string stop_message_;
   double phase_t0_[metrics::kPhaseCount] = {};
@@ -837,9 +833,7 @@ void Trainer::write_summary(io::RunFileWriter& run) {
   std::vector<io::ValidationCheck> checks;
   checks.push_back({"losses_finite", losses_finite_, losses_finite_ ? "every step's loss is finite"
                                                                     : "a step had a non-finite loss"});
-  checks.push_back({"replicas_identical", replicas_equal_,
-                    replicas_equal_ ? "the trainable state is bitwise identical on every rank"
-                                    : "ranks ended with different trainable state"});
+  checks.push_back({state_check_.name, state_check_.passed, state_check_.detail});
   size_t bad = 0, measured = 0;
   double worst = 0;
   for (size_t r = 0; r < nrows; ++r) {

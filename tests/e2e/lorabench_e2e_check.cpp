@@ -6,6 +6,10 @@
 //   lorabench_e2e_check doctor-json FILE             lorabench doctor --json output: one object, every check
 //   lorabench_e2e_check eval-equal TOL REF.h5 RUN.h5...  every run's /metrics/eval has REF's steps, and each
 //                                                    loss within relative TOL of REF's (perplexity = exp(loss))
+//   lorabench_e2e_check validation-check RUN.h5 NAME passed|failed [TEXT]
+//                                                    /validation has the check NAME in that state (its detail
+//                                                    containing TEXT) and the verdict follows the checks;
+//                                                    prints the check
 // Prints what is wrong and exits 1, or prints "ok" and exits 0.
 #include <algorithm>
 #include <cmath>
@@ -222,9 +226,29 @@ void check_gpu_run(const std::string& path, size_t ranks, size_t steps) {
   }
 }
 
+void check_validation(const std::string& path, const std::string& name, const std::string& state,
+                      const std::string& text) {
+  expect(state == "passed" || state == "failed", "state must be passed or failed, got " + state);
+  lorabench::io::RunFileReader r(path);
+  bool found = false, all = true;
+  for (const auto& c : r.validation()) {
+    all = all && c.passed;
+    if (c.name != name) continue;
+    found = true;
+    std::printf("%s: %s %s: %s\n", path.c_str(), c.name.c_str(), c.passed ? "passed" : "FAILED", c.detail.c_str());
+    expect(c.passed == (state == "passed"), "check " + name + " is " + (c.passed ? "passed" : "failed"));
+    expect(c.detail.find(text) != std::string::npos, "check " + name + ": \"" + text + "\" not in " + c.detail);
+  }
+  expect(found, "no validation check named " + name);
+  const std::string verdict = r.root()["verdict"];
+  std::printf("%s: verdict %s\n", path.c_str(), verdict.c_str());
+  expect(verdict == (all ? "VALID" : "INVALID"), "verdict " + verdict + " does not follow the checks");
+}
+
 int main(int argc, char** argv) {
   const char* usage = "lorabench_e2e_check comm-run RUN.h5 ROWS RANKS | train-run RUN.h5 RANKS STEPS | gpu-run RUN.h5 RANKS STEPS | "
-                      "trace FILE NAMES... | forward OUT REF TOL | doctor-json FILE | eval-equal TOL REF RUN...";
+                      "trace FILE NAMES... | forward OUT REF TOL | doctor-json FILE | eval-equal TOL REF RUN... | "
+                      "validation-check RUN.h5 NAME passed|failed [TEXT]";
   return lbcheck::checker_main(usage, [&] {
     std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "comm-run" && argc == 5) {
@@ -241,6 +265,8 @@ int main(int argc, char** argv) {
       check_eval_equal(std::stod(argv[2]), argv[3], std::vector<std::string>(argv + 4, argv + argc));
     } else if (mode == "doctor-json" && argc == 3) {
       check_doctor_json(argv[2]);
+    } else if (mode == "validation-check" && (argc == 5 || argc == 6)) {
+      check_validation(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : "");
     } else {
       return false;
     }

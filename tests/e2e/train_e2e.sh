@@ -131,6 +131,29 @@ case "$case_name" in
     diff want.txt have.txt >keys.diff ||
       { cat keys.diff >&2; fail "docs/input-reference.md is out of date: regenerate its table with lorabench keys --markdown"; }
     ;;
+  verdict)
+    # The run file's check of the trainable state (docs/strategies.md, "Checking the state at the end of a
+    # run"): each strategy passes it on 2 ranks; with fault.drift_rank = 1 (rank 1's own state moves by one
+    # ulp after the final gather) it fails, naming rank 1, and the verdict is INVALID.
+    short=(--set run.steps=2 --set run.warmup_steps=0)
+    for s in ddp zero1 zero2 fsdp; do
+      check=shards_consistent
+      [[ $s == ddp ]] && check=replicas_identical
+      run 0 $s.log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" "${short[@]}" --set run.name=$s \
+        --set parallel.strategy=$s
+      run 0 $s.txt "$checker" validation-check out/$s/run.h5 $check passed
+      run 0 $s-drift.log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" "${short[@]}" --set run.name=$s-drift \
+        --set parallel.strategy=$s --set fault.drift_rank=1
+      expect_in $s-drift.log "fault injection: rank 1 moved its own trainable state by one ulp"
+      run 0 $s-drift.txt "$checker" validation-check out/$s-drift/run.h5 $check failed "rank 1"
+      expect_in $s-drift.txt "verdict INVALID"
+    done
+    # fsdp's failure names the rank whose shard is not what the gather returned.
+    expect_in fsdp-drift.txt "rank 1's own shard is not its slice of the gathered state"
+    # One rank of single has nothing to compare with: refused before anything runs.
+    run 2 single.log "$lorabench" "${tiny[@]}" --set run.name=single --set fault.drift_rank=0
+    expect_in single.log "fault.drift_rank: one rank of single has no other copy of the state to disagree with"
+    ;;
   nan)
     # A NaN on rank 1 at step 3: every rank stops in that step, exit code 3, the run file says why.
     run 3 log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" --set run.name=nan --set parallel.strategy=ddp \

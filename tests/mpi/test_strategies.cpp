@@ -3,6 +3,12 @@
 // and without activation checkpointing, with gradient accumulation 1 and 4, with LoRA and with full
 // fine-tuning. The single-rank reference runs inside every rank (MPI_COMM_SELF).
 //
+// The state is checked twice: gathered (what checkpoints and adapters are written from), and as each rank
+// holds it before any gather (TrainingStrategy::local_state): each rank's own shard against the same slices
+// of the reference, the replicated copies bitwise against the other ranks'. The broken variants at the end
+// inject a defect into one rank's shard and show that these checks, and the run file's (train/state_check),
+// fail.
+//
 // Built twice: here on the CPU (label mpi), and as test_strategies_gpu (tests/gpu, label gpu) with
 // LB_TEST_ON_CUDA: every rank on the machine's first GPU, the MPI communicator staging device buffers
 // through host memory (several ranks sharing one GPU), the reference on the same GPU.
@@ -10,12 +16,17 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
 
 #include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/data/batch.hpp"
 #include "lorabench/device/device.hpp"
 #include "lorabench/strategy/strategy.hpp"
+#include "lorabench/train/state_check.hpp"
 #include "lorabench/train/step_runner.hpp"
 #include "mpi_test_util.hpp"
 #include "state_compare.hpp"
@@ -49,7 +60,18 @@ model::ModelShape test_shape() {
 
 struct Trajectory {
   std::vector<double> loss, norm;
-  strategy::FullState state;
+  strategy::FullState state;                  // gathered at the end
+  // This rank's own state at the end as it held it, host copies taken before the gather.
+  std::vector<strategy::OwnedSlice> owned;
+  std::vector<at::Tensor> replicated;         // its copies of replicated parameters (undefined: none)
+  int64_t local_step = 0;
+  train::StateCheck verdict;                  // the run file's check of this state
+};
+
+// A deliberately broken run: called around optimizer steps and after the final gather, on every rank.
+struct Defect {
+  std::function<void(int step, strategy::TrainingStrategy&)> before_step, after_step;
+  std::function<void(strategy::TrainingStrategy&)> after_gather;
 };
 
 struct Case {
@@ -57,14 +79,20 @@ struct Case {
   bool checkpointing = false;
   int accum = 1;
   bool lora = true;
+  int schedule_steps = 0;  // the cosine schedule's length (0: kSteps, which ends at learning rate 0)
   std::string name() const {
     return strategy + (checkpointing ? "+ac" : "") + " accum" + std::to_string(accum) + (lora ? " lora" : " full");
   }
 };
 
-Trajectory train(const Case& c, int world, int micro_batch, int accum, MPI_Comm ctrl, comm::Communicator* comm) {
+model::ModelLayout layout_of(const Case& c) {
   model::LoraSpec lora = model::make_lora_spec(c.lora, 4, 8, 0, false, {"q", "k", "v", "o", "gate", "up", "down"});
-  model::ModelLayout layout = model::build_layout(test_shape(), lora);
+  return model::build_layout(test_shape(), lora);
+}
+
+Trajectory train(const Case& c, int world, int micro_batch, int accum, MPI_Comm ctrl, comm::Communicator* comm,
+                 const Defect& defect = {}) {
+  model::ModelLayout layout = layout_of(c);
   strategy::StrategySpec spec;
   spec.name = c.strategy;
   spec.bucket_mb = 0.02;  // several buckets, so ZeRO pieces straddle bucket and unit boundaries
@@ -96,18 +124,27 @@ Trajectory train(const Case& c, int world, int micro_batch, int accum, MPI_Comm 
   sc.schedule.kind = "cosine";
   sc.schedule.lr = 5e-3;
   sc.schedule.warmup_steps = 2;
-  sc.schedule.total_steps = kSteps;
+  sc.schedule.total_steps = c.schedule_steps > 0 ? c.schedule_steps : kSteps;
   sc.options.activation_checkpointing = c.checkpointing;
   sc.options.head_chunk = 300;
   train::StepRunner runner(layout, *s, *source, sc, ctrl);
   Trajectory t;
   for (int step = 0; step < kSteps; ++step) {
+    if (defect.before_step) defect.before_step(step, *s);
     train::StepResult r = runner.run(step);
+    if (defect.after_step) defect.after_step(step, *s);
     EXPECT_FALSE(r.nonfinite);
     t.loss.push_back(r.loss);
     t.norm.push_back(r.grad_norm);
   }
+  strategy::LocalState own = s->local_state();
+  for (const auto& o : own.owned)
+    t.owned.push_back({o.unit, o.offset, o.params.cpu().clone(), o.exp_avg.cpu().clone(), o.exp_avg_sq.cpu().clone()});
+  for (const auto& p : own.replicated_params) t.replicated.push_back(p.defined() ? p.cpu().clone() : at::Tensor());
+  t.local_step = own.step;
   t.state = s->gather_state();
+  if (defect.after_gather) defect.after_gather(*s);
+  t.verdict = train::check_trainable_state(*s, t.state, ctrl);
   return t;
 }
 
@@ -121,6 +158,80 @@ double max_rel(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& 
     worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>() / scale);
   }
   return worst;
+}
+
+// This rank's own shard against the same slices of the reference: relative L2 differences over the shard
+// (norm_rel), and the largest element difference relative to the reference unit's largest magnitude.
+struct ShardDiff {
+  double params = 0, params_elem = 0, exp_avg = 0, exp_avg_sq = 0;
+};
+ShardDiff own_vs_reference(const std::vector<strategy::OwnedSlice>& own, const strategy::FullState& ref) {
+  std::vector<at::Tensor> p, pr, m, mr, v, vr;
+  ShardDiff d;
+  for (const auto& o : own) {
+    const int64_t n = o.params.numel();
+    const at::Tensor ru = ref.params[o.unit].cpu();
+    p.push_back(o.params);
+    pr.push_back(ru.narrow(0, o.offset, n));
+    m.push_back(o.exp_avg);
+    mr.push_back(ref.exp_avg[o.unit].cpu().narrow(0, o.offset, n));
+    v.push_back(o.exp_avg_sq);
+    vr.push_back(ref.exp_avg_sq[o.unit].cpu().narrow(0, o.offset, n));
+    const double scale = std::max(ru.abs().max().item<double>(), 1e-12);
+    d.params_elem = std::max(d.params_elem, (p.back() - pr.back()).abs().max().item<double>() / scale);
+  }
+  d.params = norm_rel(p, pr);
+  d.exp_avg = norm_rel(m, mr);
+  d.exp_avg_sq = norm_rel(v, vr);
+  return d;
+}
+
+// Collective: whether every rank holds bitwise rank 0's tensors (the same count and sizes on every rank).
+bool same_on_every_rank(const std::vector<at::Tensor>& ts) {
+  std::vector<at::Tensor> parts;
+  for (const auto& t : ts)
+    if (t.defined()) parts.push_back(t.cpu().contiguous().view(-1).to(at::kFloat));
+  at::Tensor mine = parts.empty() ? at::zeros({0}, at::kFloat) : at::cat(parts);
+  at::Tensor root = mine.clone();
+  MPI_Bcast(root.data_ptr(), int(root.numel()), MPI_FLOAT, 0, MPI_COMM_WORLD);
+  int same = std::memcmp(mine.data_ptr(), root.data_ptr(), size_t(mine.numel()) * 4) == 0;
+  MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+  return same != 0;
+}
+
+// Collective: the ranks' own slices cover every unit exactly once (sharded), or each rank owns every unit
+// whole (replicated). Returns "" or what is wrong.
+std::string ownership_problem(const std::vector<strategy::OwnedSlice>& own, const model::ModelLayout& m,
+                              bool replicated) {
+  int world = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  std::vector<int64_t> mine;
+  for (const auto& o : own) mine.insert(mine.end(), {int64_t(o.unit), o.offset, o.params.numel()});
+  int count = int(mine.size());
+  std::vector<int> counts(world), displs(world);
+  MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  for (int r = 1; r < world; ++r) displs[r] = displs[r - 1] + counts[r - 1];
+  std::vector<int64_t> all(size_t(displs[world - 1] + counts[world - 1]));
+  MPI_Allgatherv(mine.data(), count, MPI_INT64_T, all.data(), counts.data(), displs.data(), MPI_INT64_T,
+                 MPI_COMM_WORLD);
+  for (size_t u = 0; u < m.units.size(); ++u) {
+    const int64_t n = m.units[u].trainable_numel;
+    for (int r = 0; r < (replicated ? world : 1); ++r) {
+      std::vector<std::pair<int64_t, int64_t>> ranges;  // (offset, numel)
+      for (int q = replicated ? r : 0; q < (replicated ? r + 1 : world); ++q)
+        for (int i = displs[q]; i < displs[q] + counts[q]; i += 3)
+          if (all[size_t(i)] == int64_t(u)) ranges.emplace_back(all[size_t(i) + 1], all[size_t(i) + 2]);
+      std::sort(ranges.begin(), ranges.end());
+      int64_t next = 0;
+      for (const auto& [off, len] : ranges) {
+        if (off != next) return m.units[u].name + ": owned ranges leave a gap or overlap at " + std::to_string(off);
+        next = off + len;
+      }
+      if (next != n)
+        return m.units[u].name + ": owned ranges end at " + std::to_string(next) + " of " + std::to_string(n);
+    }
+  }
+  return "";
 }
 
 void check_case(const Case& c) {
@@ -148,14 +259,28 @@ void check_case(const Case& c) {
   // above stay within 1e-5. A real defect (a missing micro-batch, a wrong scale) is >= 1e-2.
   EXPECT_LE(norm_rel(got.state.exp_avg, ref.state.exp_avg), 2 * kTol) << c.name() << ": AdamW m";
   EXPECT_EQ(got.state.step, kSteps);
-  // Replicated strategies: every rank holds bitwise the same weights.
-  double local = 0;
-  for (auto& p : got.state.params)
-    if (p.defined()) local += p.sum().item<double>() + p.abs().sum().item<double>();
-  double lo = local, hi = local;
-  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  EXPECT_EQ(lo, hi) << c.name() << ": ranks hold different weights";
+  EXPECT_EQ(got.local_step, kSteps);
+
+  // The state as this rank holds it, before any gather (the gathered state above is bitwise the same on
+  // every rank by construction for what is sharded). Its own shard: the same slices of the reference.
+  const bool replicated = c.strategy == "ddp";
+  EXPECT_EQ(ownership_problem(got.owned, layout_of(c), replicated), "") << c.name();
+  const ShardDiff d = own_vs_reference(got.owned, ref.state);
+  EXPECT_LE(d.params, kTol) << c.name() << ": rank " << rank << "'s own weights";
+  EXPECT_LE(d.params_elem, 1e-3) << c.name() << ": rank " << rank << "'s own weights, element-wise";
+  EXPECT_LE(d.exp_avg, 2 * kTol) << c.name() << ": rank " << rank << "'s own AdamW m";
+  EXPECT_LE(d.exp_avg_sq, 2 * kTol) << c.name() << ": rank " << rank << "'s own AdamW v";
+  // What is replicated (ddp: everything; zero1, zero2: the parameters; fsdp: nothing) is bitwise the same
+  // on every rank: each rank's own copy, not a gathered one.
+  std::vector<at::Tensor> copies = got.replicated;
+  if (replicated)
+    for (const auto& o : got.owned) copies.insert(copies.end(), {o.exp_avg, o.exp_avg_sq});
+  const bool any_copy = std::any_of(copies.begin(), copies.end(), [](const at::Tensor& t) { return t.defined(); });
+  EXPECT_EQ(any_copy, c.strategy != "fsdp") << c.name() << ": replicated parameters";
+  EXPECT_TRUE(same_on_every_rank(copies)) << c.name() << ": ranks hold different copies of the replicated state";
+  // The run file's check of the same state.
+  EXPECT_EQ(got.verdict.name, replicated ? "replicas_identical" : "shards_consistent") << c.name();
+  EXPECT_TRUE(got.verdict.passed) << c.name() << ": " << got.verdict.detail;
 }
 
 class Strategies : public ::testing::TestWithParam<Case> {};
@@ -178,5 +303,97 @@ INSTANTIATE_TEST_SUITE_P(Equivalence, Strategies, ::testing::ValuesIn(all_cases(
                              if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return n;
                          });
+
+// ---- Broken variants: a defect in one rank's shard, and the checks that must fail on it ----
+
+// A schedule one step longer than the run, so that the final step still moves the weights.
+Case broken_case(const std::string& strategy) { return {strategy, false, 1, true, kSteps + 1}; }
+
+// The last rank skips the final optimizer step for what it owns: its own parameters and AdamW moments are
+// put back as they were before that step (a rank that missed or lost an update). The other ranks updated
+// their parts, so only the last rank's shard is off, by one step's update.
+class BrokenShard : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BrokenShard, TheOwnShardCheckCatchesASkippedUpdate) {
+  const Case c = broken_case(GetParam());
+  const int world = lbtest::world_size(), rank = lbtest::world_rank(), victim = world - 1;
+  std::vector<at::Tensor> saved;
+  Defect defect;
+  defect.before_step = [&](int step, strategy::TrainingStrategy& s) {
+    if (step != kSteps - 1 || rank != victim) return;
+    strategy::LocalState own = s.local_state();
+    for (const auto& o : own.owned)
+      for (const at::Tensor* t : {&o.params, &o.exp_avg, &o.exp_avg_sq}) saved.push_back(t->clone());
+  };
+  defect.after_step = [&](int step, strategy::TrainingStrategy& s) {
+    if (step != kSteps - 1 || rank != victim) return;
+    strategy::LocalState own = s.local_state();
+    size_t i = 0;
+    for (const auto& o : own.owned)
+      for (const at::Tensor* t : {&o.params, &o.exp_avg, &o.exp_avg_sq}) t->copy_(saved.at(i++));
+  };
+  auto comm = device::make_staging_communicator(comm::make_mpi_communicator(MPI_COMM_WORLD), test_device());
+  Trajectory got = train(c, world, 2, 1, MPI_COMM_WORLD, comm.get(), defect);
+  Case ref_case = c;
+  ref_case.strategy = "single";
+  Trajectory ref = train(ref_case, 1, 2, world, MPI_COMM_SELF, nullptr);
+
+  // The own-shard comparison fails where the defect is, and only there.
+  const ShardDiff d = own_vs_reference(got.owned, ref.state);
+  if (rank == victim) {
+    EXPECT_GT(d.params, kTol) << c.name() << ": the skipped update went unnoticed in rank " << rank << "'s weights";
+    EXPECT_GT(d.exp_avg, 2 * kTol) << c.name() << ": the skipped update went unnoticed in rank " << rank << "'s m";
+    std::printf("[  broken  ] %s on %d ranks: rank %d's own shard vs the reference: weights %.3g, AdamW m %.3g "
+                "relative (tolerance %.0e, %.0e) -> the check fails\n",
+                c.strategy.c_str(), world, rank, d.params, d.exp_avg, kTol, 2 * kTol);
+  } else {
+    EXPECT_LE(d.params, kTol) << c.name() << ": rank " << rank << " has no defect";
+    EXPECT_LE(d.exp_avg, 2 * kTol) << c.name() << ": rank " << rank << " has no defect";
+  }
+  // The check this replaces, "the gathered weights are bitwise the same on every rank", cannot see it for
+  // fsdp: the gather hands every rank the victim's values. zero1 and zero2: the other ranks hold the
+  // updated copy of the victim's piece, so the replicated copies differ, which this test's bitwise check
+  // and the run file's check both see. fsdp: every rank agrees on the victim's values, so nothing without
+  // a reference can see the defect and the run file's check passes (docs/strategies.md).
+  const bool zero = c.strategy != "fsdp";
+  if (!zero) {
+    EXPECT_TRUE(same_on_every_rank(got.state.params)) << c.name();
+  }
+  EXPECT_EQ(same_on_every_rank(got.replicated), !zero) << c.name();
+  EXPECT_EQ(got.verdict.passed, !zero) << c.name() << ": " << got.verdict.detail;
+  if (rank == 0)
+    std::printf("[  broken  ] %s on %d ranks: run file's %s: %s: %s\n", c.strategy.c_str(), world,
+                got.verdict.name.c_str(), got.verdict.passed ? "passed" : "FAILED", got.verdict.detail.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(SkippedUpdate, BrokenShard, ::testing::Values("zero1", "zero2", "fsdp"));
+
+// After the final gather the last rank's own state moves by one ulp (train::drift_own_shard, what
+// fault.drift_rank does in a run): a write the gather did not see, as with an update the gather did not
+// wait for. The run file's check fails on every rank, naming the rank; without the drift the same runs pass
+// (the equivalence cases above).
+class DriftAfterGather : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DriftAfterGather, TheRunFilesCheckFails) {
+  const Case c = broken_case(GetParam());
+  const int world = lbtest::world_size(), rank = lbtest::world_rank(), victim = world - 1;
+  Defect defect;
+  defect.after_gather = [&](strategy::TrainingStrategy& s) {
+    if (rank == victim) {
+      EXPECT_NE(train::drift_own_shard(s), "") << c.name() << ": the rank owns nothing";
+    }
+  };
+  auto comm = device::make_staging_communicator(comm::make_mpi_communicator(MPI_COMM_WORLD), test_device());
+  Trajectory got = train(c, world, 2, 1, MPI_COMM_WORLD, comm.get(), defect);
+  EXPECT_EQ(got.verdict.name, c.strategy == "ddp" ? "replicas_identical" : "shards_consistent");
+  EXPECT_FALSE(got.verdict.passed) << c.name() << ": " << got.verdict.detail;
+  EXPECT_NE(got.verdict.detail.find("rank " + std::to_string(victim)), std::string::npos) << got.verdict.detail;
+  if (rank == 0)
+    std::printf("[  broken  ] %s on %d ranks, one ulp on rank %d: run file's %s: %s: %s\n", c.strategy.c_str(),
+                world, victim, got.verdict.name.c_str(), got.verdict.passed ? "passed" : "FAILED",
+                got.verdict.detail.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(OneUlp, DriftAfterGather, ::testing::Values("ddp", "zero1", "zero2", "fsdp"));
 
 }  // namespace

@@ -148,6 +148,21 @@ TEST(Config, BottleneckFaultKeys) {
   EXPECT_DOUBLE_EQ(c.fault.comm_delay_ms, 20);
 }
 
+TEST(Config, DriftFaultKey) {
+  // fault.drift_rank: a rank that exists; not where no other copy of the state could disagree.
+  RunConfig c = parse_run_config("f.ini", "[parallel]\nstrategy = fsdp\n[fault]\ndrift_rank = 2\n", {});
+  std::string e = validate_error(c, 2);
+  EXPECT_NE(e.find("f.ini:4: fault.drift_rank: rank 2 does not exist in a job of 2 ranks"), std::string::npos) << e;
+  EXPECT_NO_THROW(validate_run_config(c, ValidationContext{3, false, false}));
+  EXPECT_EQ(c.fault.drift_rank, 2);
+  c = parse_run_config("f.ini", "[fault]\ndrift_rank = 0\n", {});
+  e = validate_error(c, 1);
+  EXPECT_NE(e.find("fault.drift_rank: one rank of single has no other copy of the state"), std::string::npos) << e;
+  c = parse_run_config("f.ini", "[parallel]\nstrategy = zero2\n[fault]\ndrift_rank = 0\n", {});
+  EXPECT_NO_THROW(validate_run_config(c, ValidationContext{1, false, false}));  // its shard vs the gather
+  EXPECT_EQ(lorabench::default_run_config().fault.drift_rank, -1);
+}
+
 TEST(Config, HelpAndMarkdownListEveryKey) {
   std::string help = lorabench::options_help();
   std::string md = lorabench::options_markdown();

@@ -113,6 +113,7 @@ struct FaultSection {
   double slow_factor = 1;    // ... take this many times as long (a sleep of (factor - 1) x the measured compute)
   double data_delay_ms = 0;  // every rank sleeps this long per micro-batch while building its batches
   double comm_delay_ms = 0;  // every data-plane collective completes this much later than the backend did
+  int drift_rank = -1;       // this rank's own trainable state moves one ulp after each trial's final gather
 };
 
 struct RunConfig {

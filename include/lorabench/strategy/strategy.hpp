@@ -71,6 +71,27 @@ struct FullState {
   int64_t step = 0;                                     // optimizer steps taken
 };
 
+// One unit's part of the trainable state that a rank owns: the elements its optimizer step updates,
+// [offset, offset + params.numel()) of the unit's trainable buffer (the coordinates of FullState's tensors).
+struct OwnedSlice {
+  int unit = 0;
+  int64_t offset = 0;
+  at::Tensor params, exp_avg, exp_avg_sq;  // 1-d, the same length
+};
+
+// A rank's trainable state as it holds it, read without communication. The tensors are views of the
+// strategy's storage (on its device): what the rank computes with, not a gathered copy.
+struct LocalState {
+  // What this rank owns, in unit order, padding excluded. single, ddp: every unit whole (each rank owns
+  // all of it); zero1, zero2: the rank's piece of every bucket, cut at unit boundaries; fsdp: the rank's
+  // piece of every unit. The sharded strategies' slices of all ranks cover every unit exactly once.
+  std::vector<OwnedSlice> owned;
+  // Per unit, this rank's copy of the unit's full parameters where every rank holds one (single, ddp, zero1,
+  // zero2); undefined where they are sharded (fsdp) or the unit has none.
+  std::vector<at::Tensor> replicated_params;
+  int64_t step = 0;  // optimizer steps taken
+};
+
 class TrainingStrategy : public model::UnitProvider {
  public:
   // comm may be null only for `single` on one rank. A combination the strategy does not support is a
@@ -106,6 +127,9 @@ class TrainingStrategy : public model::UnitProvider {
   virtual FullState gather_state() = 0;
   // Collective. Replaces the trainable state with `s` (full tensors, same on every rank).
   virtual void load_state(const FullState& s) = 0;
+  // Not collective. This rank's own part of the trainable state and its replicated copies, as it holds
+  // them (no gather): what checks of a sharded state compare (train/state_check.hpp, the strategy tests).
+  virtual LocalState local_state() = 0;
 
   virtual MemoryPrediction predict_memory() const = 0;
   // FSDP: decoder-layer gathers issued ahead of their use so far (prefetches), on this rank.
