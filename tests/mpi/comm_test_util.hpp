@@ -73,7 +73,7 @@ class Buf {
     if (device_ >= 0) {
       lorabench::comm::cuda_copy_to_device(p_, h.data(), h.size());
     } else {
-      std::memcpy(p_, h.data(), h.size());
+      if (!h.empty()) std::memcpy(p_, h.data(), h.size());  // memcpy from an empty vector's null: UB
     }
   }
   std::vector<unsigned char> take(size_t n) {
@@ -81,7 +81,7 @@ class Buf {
     if (device_ >= 0) {
       lorabench::comm::cuda_copy_to_host(h.data(), p_, n);
     } else {
-      std::memcpy(h.data(), p_, n);
+      if (n > 0) std::memcpy(h.data(), p_, n);
     }
     return h;
   }

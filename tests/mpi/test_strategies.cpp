@@ -194,7 +194,7 @@ bool same_on_every_rank(const std::vector<at::Tensor>& ts) {
   at::Tensor mine = parts.empty() ? at::zeros({0}, at::kFloat) : at::cat(parts);
   at::Tensor root = mine.clone();
   MPI_Bcast(root.data_ptr(), int(root.numel()), MPI_FLOAT, 0, MPI_COMM_WORLD);
-  int same = std::memcmp(mine.data_ptr(), root.data_ptr(), size_t(mine.numel()) * 4) == 0;
+  int same = mine.numel() == 0 || std::memcmp(mine.data_ptr(), root.data_ptr(), size_t(mine.numel()) * 4) == 0;
   MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
   return same != 0;
 }

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# lorabench under sanitizers (docs/testing.md, "Sanitizers"): a build directory of its own, then ctest.
+#   scripts/sanitize.sh [asan] [ctest arguments...]
+#     asan  AddressSanitizer + UndefinedBehaviorSanitizer (default; every finding fails the test), build-asan/;
+#           without ctest arguments: the unit label with LeakSanitizer, then the mpi and e2e labels without it
+#           (below)
+# libtorch, MPI and HDF5 are not instrumented; tests/sanitizers/ holds the suppressions, each with its reason.
+# Environment: LORABENCH_JOBS (build jobs, default 2).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+kind=asan
+case "${1:-}" in -* | "") ;; *) kind=$1; shift ;; esac
+case "$kind" in
+  asan) san="address,undefined" dir="$here/build-asan" ;;
+  *) echo "sanitize.sh: unknown kind $kind (asan; a ThreadSanitizer mode is not there yet)" >&2; exit 2 ;;
+esac
+venv=$("$here/scripts/torch-venv.sh")
+torch_dir=$("$venv/bin/python" -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "share/cmake/Torch"))')
+cmake -S "$here" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLORABENCH_SANITIZE="$san" \
+  -DLORABENCH_WITH_CUDA=OFF -DLORABENCH_WITH_NCCL=OFF -DTorch_DIR="$torch_dir" >/dev/null
+cmake --build "$dir" -j "${LORABENCH_JOBS:-2}"
+supp="$here/tests/sanitizers"
+# verify_asan_link_order=0: e2e_checkpoint_io_errors preloads its failing-write shim (tests/e2e/failwrite.c),
+# which then precedes the ASan runtime; the shim only wraps write calls (it allocates nothing), so the runtime
+# still intercepts every allocation.
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:verify_asan_link_order=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+cd "$dir"
+if [ $# -gt 0 ]; then exec ctest --output-on-failure "$@"; fi
+# LeakSanitizer on the unit label only. Processes that run Open MPI (the mpi and e2e labels, and what they
+# launch) end with leaks that LSan cannot attribute: Open MPI 4.1 dlclose()s its MCA components in
+# MPI_Finalize, so their allocations' frames are "<unknown module>" and no suppression can name them (4.1
+# has no parameter that keeps them loaded). There ASan still catches every invalid access and UBSan every
+# undefined operation; only the end-of-process leak report is off.
+rc=0
+ctest --output-on-failure -L unit || rc=1
+# e2e_bottleneck_* are left out: they assert how much of a step injected delays take, calibrated on an
+# uninstrumented build; instrumented compute is 2-3x slower, so the same delays are a smaller share.
+ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" ctest --output-on-failure -L "mpi|e2e" -E "^e2e_bottleneck_" || rc=1
+exit $rc
