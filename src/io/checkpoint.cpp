@@ -23,14 +23,11 @@ namespace lorabench::io {
 
 namespace {
 
-// The innermost message of HDF5's error stack ("truncated file: eof = ...") for IoError texts.
-std::string hdf5_error() { return h5::last_error(); }
-
 [[noreturn]] void fail(const std::string& path, const std::string& what) { throw IoError(path + ": " + what); }
 
 void check(herr_t st, const std::string& path, const std::string& what) {
   if (st < 0) {
-    std::string detail = hdf5_error();
+    std::string detail = h5::last_error();
     fail(path, what + (detail.empty() ? "" : " (" + detail + ")"));
   }
 }
@@ -383,7 +380,7 @@ CheckpointProbe probe_checkpoint(const std::string& path) {
   }
   h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!f.valid()) {
-    std::string detail = hdf5_error();
+    std::string detail = h5::last_error();
     p.problem = "unreadable" + (detail.empty() ? std::string() : " (" + detail + ")");
     return p;
   }

@@ -17,31 +17,22 @@ namespace lorabench::train {
 
 namespace {
 
-// A 64-bit digest of tensors' bytes, 8 bytes at a time through SplitMix64's mix (a bijection per word, so a
-// single changed word always changes the digest). Compared between the ranks of one run, never stored.
+// FNV-1a (core/hash.hpp) over tensors' bytes and lengths; an undefined tensor is a marker word. Compared
+// between the ranks of one run, never stored.
 struct Digest {
-  uint64_t h = 0x6C62272E07BB0142ull;
-  void word(uint64_t w) { h = fmix64(h ^ w) + kGoldenGamma; }
+  Fnv1a f;
   void add(const at::Tensor& t) {
     if (!t.defined()) {
-      word(~0ull);
+      const uint64_t undefined = ~0ull;
+      f.add(&undefined, sizeof undefined);
       return;
     }
     at::Tensor c = t.to(at::kCPU).contiguous();
-    const auto* p = static_cast<const unsigned char*>(c.data_ptr());
-    const size_t n = static_cast<size_t>(c.numel()) * c.element_size();
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      uint64_t w;
-      std::memcpy(&w, p + i, 8);
-      word(w);
-    }
-    uint64_t tail = 0;
-    if (n > i) std::memcpy(&tail, p + i, n - i);
-    word(tail);
-    word(n);
+    const uint64_t n = static_cast<uint64_t>(c.numel()) * c.element_size();
+    f.add(c.data_ptr(), n);
+    f.add(&n, sizeof n);
   }
-  int64_t value() const { return static_cast<int64_t>(h); }
+  int64_t value() const { return static_cast<int64_t>(f.h); }
 };
 
 // The first element where a and b (same dtype and length) differ bitwise, or -1.
