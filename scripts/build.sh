@@ -5,5 +5,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${LORABENCH_BUILD_DIR:-$here/build}"
 jobs="${LORABENCH_JOBS:-2}"
-cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="${LORABENCH_BUILD_TYPE:-Release}" "$@"
+# shellcheck source=compiler-cache.sh
+. "$here/scripts/compiler-cache.sh"
+cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="${LORABENCH_BUILD_TYPE:-Release}" "${lb_cache_args[@]}" "$@"
 cmake --build "$build" -j "$jobs"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything lorabench needs, by name, on Debian 12 / 13 (or Ubuntu 22.04+):
-#  - Debian packages: compilers, CMake/Ninja, Open MPI, parallel HDF5, Boost, PAPI, GoogleTest, Slurm,
+#  - Debian packages: compilers, CMake/Ninja, ccache (scripts/compiler-cache.sh), Open MPI, parallel HDF5, Boost, PAPI, GoogleTest, Slurm,
 #    munge, iproute2 (the two-node test cluster), PCRE2, utf8proc, nlohmann-json, Python with venv, npm,
 #    clang with its sanitizer/libFuzzer runtime (the fuzz targets, scripts/fuzz.sh);
 #  - PyTorch (the official wheel, CUDA build; its libtorch is what lorabench compiles against) from PyPI
@@ -32,7 +32,7 @@ fi
 # No BLAS or oneDNN package: the official libtorch carries MKL and oneDNN inside libtorch_cpu.so
 # (docs/build.md; why Debian's libdnnl is no longer used: docs/results.md).
 packages=(
-  build-essential cmake ninja-build pkg-config git ca-certificates
+  build-essential cmake ninja-build ccache pkg-config git ca-certificates
   python3 python3-venv
   libopenmpi-dev openmpi-bin
   libhdf5-openmpi-dev hdf5-tools

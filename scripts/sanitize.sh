@@ -1,25 +1,47 @@
 #!/usr/bin/env bash
-# lorabench under sanitizers (docs/testing.md, "Sanitizers"): a build directory of its own, then ctest.
+# lorabench under sanitizers (docs/testing.md, "Sanitizers"): a build directory of its own, then tests.
 #   scripts/sanitize.sh [asan] [ctest arguments...]
 #     asan  AddressSanitizer + UndefinedBehaviorSanitizer (default; every finding fails the test), build-asan/;
 #           without ctest arguments: the unit label with LeakSanitizer, then the mpi and e2e labels without it
 #           (below)
+#   scripts/sanitize.sh tsan
+#     ThreadSanitizer, build-tsan/: builds and runs the tests of the code that starts threads of its own
+#     (the NCCL backend's watchdog, comm/watchdog.hpp; the PAPI counters' owner-thread check). The rest of
+#     lorabench starts no thread: its CPU kernels run in libtorch's OpenMP pool, which TSan cannot follow
+#     without an instrumented OpenMP runtime.
 # libtorch, MPI and HDF5 are not instrumented; tests/sanitizers/ holds the suppressions, each with its reason.
+# Both build through the compiler cache (scripts/compiler-cache.sh), so a second run recompiles what changed.
 # Environment: LORABENCH_JOBS (build jobs, default 2).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 kind=asan
 case "${1:-}" in -* | "") ;; *) kind=$1; shift ;; esac
 case "$kind" in
-  asan) san="address,undefined" dir="$here/build-asan" ;;
-  *) echo "sanitize.sh: unknown kind $kind (asan; a ThreadSanitizer mode is not there yet)" >&2; exit 2 ;;
+  asan) san="address,undefined" dir="${LORABENCH_ASAN_DIR:-$here/build-asan}" ;;
+  tsan) san="thread" dir="${LORABENCH_TSAN_DIR:-$here/build-tsan}" ;;
+  *) echo "sanitize.sh: unknown kind $kind (asan or tsan)" >&2; exit 2 ;;
 esac
+# shellcheck source=compiler-cache.sh
+. "$here/scripts/compiler-cache.sh"
 venv=$("$here/scripts/torch-venv.sh")
 torch_dir=$("$venv/bin/python" -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "share/cmake/Torch"))')
 cmake -S "$here" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLORABENCH_SANITIZE="$san" \
-  -DLORABENCH_WITH_CUDA=OFF -DLORABENCH_WITH_NCCL=OFF -DTorch_DIR="$torch_dir" >/dev/null
-cmake --build "$dir" -j "${LORABENCH_JOBS:-2}"
+  -DLORABENCH_WITH_CUDA=OFF -DLORABENCH_WITH_NCCL=OFF -DTorch_DIR="$torch_dir" "${lb_cache_args[@]}" >/dev/null
 supp="$here/tests/sanitizers"
+if [ "$kind" = tsan ]; then
+  # Only the targets whose tests start threads: the whole tree would be libtorch code that TSan cannot
+  # judge (its OpenMP pool is not instrumented).
+  tsan_tests=(test_comm_watchdog test_metrics)
+  cmake --build "$dir" -j "${LORABENCH_JOBS:-2}" --target "${tsan_tests[@]}"
+  export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+  rc=0
+  for t in "${tsan_tests[@]}"; do
+    echo "sanitize.sh tsan: $t"
+    "$dir/tests/$t" --gtest_brief=1 || rc=1
+  done
+  exit $rc
+fi
+cmake --build "$dir" -j "${LORABENCH_JOBS:-2}"
 # verify_asan_link_order=0: e2e_checkpoint_io_errors preloads its failing-write shim (tests/e2e/failwrite.c),
 # which then precedes the ASan runtime; the shim only wraps write calls (it allocates nothing), so the runtime
 # still intercepts every allocation.

@@ -6,11 +6,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "lorabench/comm/nccl_communicator.hpp"
+#include "lorabench/comm/watchdog.hpp"
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/log.hpp"
 #include "lorabench/core/mpi_session.hpp"
@@ -94,70 +96,43 @@ struct NcclState {
   std::string abort_reason;            // written before `aborted` is set
   std::mutex abort_mu;
 
-  // The watchdog: collectives the compute stream waits for without the host (Work::wait_on_device) are
-  // watched by a thread, which aborts the communicator when one fails or outlives timeout_s (the host may
-  // be blocked in a CUDA synchronisation behind it; the abort lets the stream drain and the next
-  // collective throw). Started with the first device wait.
-  struct Watched {
-    cudaEvent_t done;
-    double deadline;
-    std::string what;
-  };
-  std::mutex watch_mu;
-  std::condition_variable watch_cv;
-  std::vector<Watched> watched;
-  std::thread watchdog;
-  bool stop_watchdog = false;
+  // The watchdog (comm/watchdog.hpp): collectives the compute stream waits for without the host
+  // (Work::wait_on_device) are watched by a thread, which aborts the communicator when one fails or
+  // outlives timeout_s (the host may be blocked in a CUDA synchronisation behind it; the abort lets the
+  // stream drain and the next collective throw). Its thread starts with the first device wait.
+  std::once_flag watchdog_once;
+  std::unique_ptr<Watchdog> watchdog;
 
+  // Takes ownership of `done` (destroyed when the watchdog releases it).
   void watch(cudaEvent_t done, const std::string& what) {
-    std::lock_guard<std::mutex> lock(watch_mu);
-    if (!watchdog.joinable()) watchdog = std::thread([this] { watch_loop(); });
-    watched.push_back({done, timeout_s > 0 ? sys::now_s() + timeout_s : 1e300, what});
-  }
-
-  void watch_loop() {
-    cudaSetDevice(device);
-    std::unique_lock<std::mutex> lock(watch_mu);
-    while (!stop_watchdog) {
-      watch_cv.wait_for(lock, std::chrono::milliseconds(20));
-      for (size_t i = 0; i < watched.size();) {
-        Watched& w = watched[i];
-        const cudaError_t e = cudaEventQuery(w.done);
-        std::string why;
-        if (e == cudaErrorNotReady && sys::now_s() > w.deadline) {
-          why = strformat("%s: %s did not complete within %.1f s (a rank is stuck or has failed); the NCCL "
-                          "communicator was aborted",
-                          rank_tag().c_str(), w.what.c_str(), timeout_s);
-        } else if (e != cudaSuccess && e != cudaErrorNotReady) {
-          why = rank_tag() + " " + w.what + ": CUDA error " + cudaGetErrorName(e) + "; the NCCL communicator was aborted";
-        } else if (e == cudaErrorNotReady && comm != nullptr) {
+    std::call_once(watchdog_once, [this] {
+      watchdog = std::make_unique<Watchdog>(
+          timeout_s, [dev = device] { cudaSetDevice(dev); },
+          [this](const std::string& op, const std::string& reason) {
+            const std::string why = rank_tag() + " " + op + ": " + reason + "; the NCCL communicator was aborted";
+            log::error(why);
+            abort(why);
+          });
+    });
+    watchdog->watch(
+        what,
+        [this, done]() -> Watchdog::Poll {
+          const cudaError_t e = cudaEventQuery(done);
+          if (e == cudaSuccess) return {Watchdog::State::kDone, {}};
+          if (e != cudaErrorNotReady) return {Watchdog::State::kFailed, std::string("CUDA error ") + cudaGetErrorName(e)};
+          std::lock_guard<std::mutex> lock(abort_mu);
           ncclResult_t async = ncclSuccess;
-          if (ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess && async != ncclInProgress)
-            why = rank_tag() + " " + w.what + ": NCCL error " + ncclGetErrorString(async) + "; the NCCL communicator was aborted";
-        }
-        if (!why.empty()) {
-          log::error(why);
-          abort(why);
-        }
-        if (e == cudaErrorNotReady && why.empty()) {
-          ++i;
-          continue;
-        }
-        cudaEventDestroy(w.done);
-        watched.erase(watched.begin() + long(i));
-      }
-    }
+          if (comm != nullptr && ncclCommGetAsyncError(comm, &async) == ncclSuccess && async != ncclSuccess &&
+              async != ncclInProgress)
+            return {Watchdog::State::kFailed, std::string("NCCL error ") + ncclGetErrorString(async)};
+          return {Watchdog::State::kPending, {}};
+        },
+        [done] { cudaEventDestroy(done); });
   }
 
   ~NcclState() {
-    {
-      std::lock_guard<std::mutex> lock(watch_mu);
-      stop_watchdog = true;
-    }
-    watch_cv.notify_all();
-    if (watchdog.joinable()) watchdog.join();
     cudaSetDevice(device);
-    for (auto& w : watched) cudaEventDestroy(w.done);
+    watchdog.reset();  // joins its thread and destroys the events it still held
     if (comm != nullptr && !aborted) {
       cudaStreamSynchronize(stream);
       ncclCommDestroy(comm);
