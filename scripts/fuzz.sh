@@ -21,10 +21,12 @@ die() { echo "fuzz.sh: $*" >&2; exit 2; }
 
 build_fuzzers() {
   command -v clang++ >/dev/null 2>&1 || die "clang++ not found (scripts/install-deps.sh installs clang and libclang-rt-14-dev)"
+  # shellcheck source=compiler-cache.sh
+  . "$here/scripts/compiler-cache.sh"
   if [ ! -f "$build/build.ninja" ]; then
     CC=clang CXX=clang++ cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
       -DLORABENCH_FUZZ=ON -DLORABENCH_BUILD_TESTS=OFF -DLORABENCH_WITH_CUDA=OFF -DLORABENCH_WITH_NCCL=OFF \
-      -DLORABENCH_WITH_PAPI=OFF >"$build.configure.log" 2>&1 || { cat "$build.configure.log" >&2; exit 1; }
+      -DLORABENCH_WITH_PAPI=OFF "${lb_cache_args[@]}" >"$build.configure.log" 2>&1 || { cat "$build.configure.log" >&2; exit 1; }
   fi
   cmake --build "$build" -j "$jobs" --target lorabench_fuzzers
 }

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # lorabench under sanitizers (docs/testing.md, "Sanitizers"): a build directory of its own, then tests.
 #   scripts/sanitize.sh [asan] [ctest arguments...]
-#     asan  AddressSanitizer + UndefinedBehaviorSanitizer (default; every finding fails the test), build-asan/;
-#           without ctest arguments: the unit label with LeakSanitizer, then the mpi and e2e labels without it
-#           (below)
+#     asan  AddressSanitizer + UndefinedBehaviorSanitizer (default; every finding fails the test), build-asan/:
+#           the unit label with LeakSanitizer, then the mpi and e2e labels without it (below); ctest
+#           arguments narrow both (scripts/sanitize.sh -R test_strategies)
 #   scripts/sanitize.sh tsan
 #     ThreadSanitizer, build-tsan/: builds and runs the tests of the code that starts threads of its own
 #     (the NCCL backend's watchdog, comm/watchdog.hpp; the PAPI counters' owner-thread check). The rest of
@@ -11,7 +11,7 @@
 #     without an instrumented OpenMP runtime.
 # libtorch, MPI and HDF5 are not instrumented; tests/sanitizers/ holds the suppressions, each with its reason.
 # Both build through the compiler cache (scripts/compiler-cache.sh), so a second run recompiles what changed.
-# Environment: LORABENCH_JOBS (build jobs, default 2).
+# Environment: LORABENCH_JOBS (build jobs, default 2), LORABENCH_TEST_JOBS (ctest -j, default 2).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 kind=asan
@@ -49,15 +49,15 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:verify_asan
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 cd "$dir"
-if [ $# -gt 0 ]; then exec ctest --output-on-failure "$@"; fi
 # LeakSanitizer on the unit label only. Processes that run Open MPI (the mpi and e2e labels, and what they
 # launch) end with leaks that LSan cannot attribute: Open MPI 4.1 dlclose()s its MCA components in
 # MPI_Finalize, so their allocations' frames are "<unknown module>" and no suppression can name them (4.1
 # has no parameter that keeps them loaded). There ASan still catches every invalid access and UBSan every
 # undefined operation; only the end-of-process leak report is off.
 rc=0
-ctest --output-on-failure -L unit || rc=1
+jobs=(-j "${LORABENCH_TEST_JOBS:-2}")
+ctest --output-on-failure "${jobs[@]}" -L unit "$@" || rc=1
 # e2e_bottleneck_* are left out: they assert how much of a step injected delays take, calibrated on an
 # uninstrumented build; instrumented compute is 2-3x slower, so the same delays are a smaller share.
-ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" ctest --output-on-failure -L "mpi|e2e" -E "^e2e_bottleneck_" || rc=1
+ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" ctest --output-on-failure "${jobs[@]}" --timeout 900 -L "mpi|e2e" -E "^e2e_bottleneck_" "$@" || rc=1
 exit $rc
