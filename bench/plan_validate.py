@@ -2,7 +2,7 @@
 """The planner against measurement: every (model, strategy, world size) runs with its prediction recorded at
 start, and the per-rank tensor peak and step time are compared (docs/plan.md, docs/results.md).
 
-    bench/plan_validate.py [--presets small,qwen2.5-0.5b] [--worlds 1,2,4] [--steps 6] [--out DIR]
+    bench/plan_validate.py [--presets small,qwen2.5-0.5b] [--worlds 1,2,4] [--steps 6] [--repeats 3] [--out DIR]
 
 Per preset: `lorabench plan -n 1,2,4` for the record (plan-<preset>.md), then each run of inputs/bench.ini's
 workload (bf16, seq 256, micro-batch 1, LoRA r16 on all seven projections, one thread per rank) with
@@ -10,11 +10,19 @@ run.predict on: rank 0 probes right before the run starts (the bandwidth measure
 prediction and measurement see the machine in the same state; on a shared VM whose speed drifts by tens of
 percent over minutes, a prediction made minutes earlier would measure the drift. Predicted:
 /metrics/summary predicted_tensor_peak_bytes and predicted_step_time_s; measured: mem_peak_bytes_max (max
-over ranks of the step's tensor peak) and step_time_mean_s (mean over the measured steps). Targets: memory
-within 10%, step time within 25%. Prints a Markdown table and the pass counts; exits 1 on a miss.
+over ranks of the step's tensor peak) and step_time_median_s (median over the measured steps of the slowest
+rank's step).
+
+--repeats R runs every configuration R times, in R rounds over all configurations (so a drift of the
+machine over minutes falls on every configuration alike, not on the ones run last), and compares the median
+of the R predictions with the median of the R measurements. The single runs' ratios and the spread of the
+measured step between rounds are printed beside them: on a VM whose speed moves by tens of percent between
+runs, one run's ratio measures the machine as much as the planner. Targets: memory within 10%, step time
+within 25% (of the medians). Prints a Markdown table and the pass counts; exits 1 on a miss.
 """
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -46,6 +54,7 @@ def main():
     ap.add_argument("--presets", default="small,qwen2.5-0.5b")
     ap.add_argument("--worlds", default="1,2,4")
     ap.add_argument("--steps", type=int, default=6)
+    ap.add_argument("--repeats", type=int, default=3, help="runs of each configuration, in rounds (default 3)")
     ap.add_argument("--out", default=os.path.join(ROOT, "outputs", "plan-validate-" + time.strftime("%Y%m%d-%H%M%S")))
     ap.add_argument("--bin", default=os.path.join(os.environ.get("LORABENCH_BUILD_DIR", os.path.join(ROOT, "build")),
                                                   "src", "app", "lorabench"))
@@ -54,37 +63,49 @@ def main():
     worlds = [int(w) for w in a.worlds.split(",")]
     ini = os.path.join(ROOT, "inputs", "bench.ini")
     env_sets = ["--set", "run.quiet=true", "--set", "run.predict=true", "--set", "profile.peak_gflops=100"]
-    rows = []
+    configs = [(preset, strategy, world) for preset in a.presets.split(",") for world in worlds
+               for strategy in (["single"] if world == 1 else ["ddp", "zero1", "zero2", "fsdp"])]
     for preset in a.presets.split(","):
         run([a.bin, "plan", ini, "--set", f"model.preset={preset}", "-n", a.worlds, "-o",
              os.path.join(a.out, f"plan-{preset}.md")], os.path.join(a.out, f"plan-{preset}.log"))
-        for world in worlds:
-            for strategy in (["single"] if world == 1 else ["ddp", "zero1", "zero2", "fsdp"]):
-                name = f"{preset}-{strategy}-n{world}"
-                cmd = mpirun(world) + [a.bin, ini, "--set", f"model.preset={preset}", "--set",
-                                       f"parallel.strategy={strategy}", "--set", f"run.steps={a.steps}", "--set",
-                                       "run.warmup_steps=1", "--set", f"run.output_dir={a.out}", "--set",
-                                       f"run.name={name}"]
-                run(cmd + env_sets, os.path.join(a.out, name + ".log"))
-                s = summary(os.path.join(a.out, name, "run.h5"))
-                rows.append(dict(preset=preset, strategy=strategy, world=world,
-                                 mem_pred=s["predicted_tensor_peak_bytes"], mem=s["mem_peak_bytes_max"],
-                                 step_pred=s["predicted_step_time_s"], step=s["step_time_mean_s"]))
-                r = rows[-1]
-                print(f"{name}: memory {r['mem_pred'] / r['mem']:.3f}, step {r['step_pred'] / r['step']:.3f}",
-                      flush=True)
+    runs = {c: [] for c in configs}
+    for rep in range(1, a.repeats + 1):
+        for preset, strategy, world in configs:
+            name = f"{preset}-{strategy}-n{world}-r{rep}"
+            cmd = mpirun(world) + [a.bin, ini, "--set", f"model.preset={preset}", "--set",
+                                   f"parallel.strategy={strategy}", "--set", f"run.steps={a.steps}", "--set",
+                                   "run.warmup_steps=1", "--set", f"run.output_dir={a.out}", "--set",
+                                   f"run.name={name}"]
+            run(cmd + env_sets, os.path.join(a.out, name + ".log"))
+            s = summary(os.path.join(a.out, name, "run.h5"))
+            r = dict(mem_pred=s["predicted_tensor_peak_bytes"], mem=s["mem_peak_bytes_max"],
+                     step_pred=s["predicted_step_time_s"], step=s["step_time_median_s"])
+            runs[(preset, strategy, world)].append(r)
+            print(f"round {rep}, {name}: memory {r['mem_pred'] / r['mem']:.3f}, step {r['step_pred'] / r['step']:.3f} "
+                  f"({r['step_pred']:.3f} s predicted, {r['step']:.3f} s measured)", flush=True)
+    rows = []
+    for (preset, strategy, world), rs in runs.items():
+        med = {k: statistics.median(r[k] for r in rs) for k in ("mem_pred", "mem", "step_pred", "step")}
+        rows.append(dict(preset=preset, strategy=strategy, world=world, **med,
+                         single=[r["step_pred"] / r["step"] for r in rs],
+                         spread=max(r["step"] for r in rs) / min(r["step"] for r in rs)))
     mib = 1 << 20
-    lines = ["| model | strategy | ranks | tensor peak / rank predicted (MiB) | measured (MiB) | ratio | "
-             "step predicted (s) | measured (s) | ratio |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [f"Medians of {a.repeats} runs per configuration.", "",
+             "| model | strategy | ranks | tensor peak / rank predicted (MiB) | measured (MiB) | ratio | "
+             "step predicted (s) | measured (s) | ratio | single runs' ratios | measured max / min |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     mem_ok = step_ok = 0
     for r in rows:
         mr, sr = r["mem_pred"] / r["mem"], r["step_pred"] / r["step"]
         mem_ok += abs(mr - 1) <= 0.10
         step_ok += abs(sr - 1) <= 0.25
         lines.append(f"| {r['preset']} | {r['strategy']} | {r['world']} | {r['mem_pred'] / mib:.1f} | "
-                     f"{r['mem'] / mib:.1f} | {mr:.3f} | {r['step_pred']:.3f} | {r['step']:.3f} | {sr:.3f} |")
+                     f"{r['mem'] / mib:.1f} | {mr:.3f} | {r['step_pred']:.3f} | {r['step']:.3f} | {sr:.3f} | "
+                     f"{' / '.join(f'{x:.2f}' for x in r['single'])} | {r['spread']:.2f} |")
     lines.append("")
-    lines.append(f"memory within 10%: {mem_ok}/{len(rows)}; step time within 25%: {step_ok}/{len(rows)}")
+    single_ok = sum(abs(x - 1) <= 0.25 for r in rows for x in r["single"])
+    lines.append(f"memory within 10%: {mem_ok}/{len(rows)}; step time within 25%: {step_ok}/{len(rows)} "
+                 f"(single runs: {single_ok}/{sum(len(r['single']) for r in rows)})")
     table = "\n".join(lines) + "\n"
     with open(os.path.join(a.out, "validation.md"), "w") as f:
         f.write(table)
