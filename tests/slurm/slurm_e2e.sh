@@ -102,7 +102,10 @@ case "$case_name" in
     done
     scancel --signal=USR1 "$job"
     sleep 0.3
-    scancel --signal=TERM "$job"
+    # The second signal is meant to land during the checkpoint write (e2e_checkpoint_preempt does that
+    # deterministically). When the ranks were faster, the job is already being requeued and Slurm refuses
+    # to signal it ("Job can not be altered now"); the rest of the test holds either way.
+    scancel --signal=TERM "$job" || echo "scancel --signal=TERM $job refused (exit $?): the job had already stopped and was being requeued"
     rc=0
     "$src/scripts/slurm/wait_job.sh" "$job" 200 || rc=$?
     cat "$work/job-$job.out"
