@@ -40,11 +40,6 @@ std::size_t Watchdog::pending() const {
   return watched_.size() + polling_;
 }
 
-std::size_t Watchdog::failures() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return failures_;
-}
-
 void Watchdog::loop() {
   if (thread_init_) thread_init_();
   const auto period = std::chrono::duration<double>(period_s_);
@@ -75,7 +70,6 @@ void Watchdog::loop() {
     }
     for (const auto& f : failed) on_failure_(f.first, f.second);
     lock.lock();
-    failures_ += failed.size();
     polling_ = 0;
     // Kept ones go first: they were watched before anything added during this round.
     keep.insert(keep.end(), std::make_move_iterator(watched_.begin()), std::make_move_iterator(watched_.end()));

@@ -41,8 +41,7 @@ class Watchdog {
 
   // Any thread.
   void watch(std::string what, PollFn poll, ReleaseFn release);
-  std::size_t pending() const;  // operations watched and not yet released
-  std::size_t failures() const;  // on_failure calls so far
+  std::size_t pending() const;  // operations watched, including those being polled this round
 
  private:
   struct Watched {
@@ -61,7 +60,6 @@ class Watchdog {
   std::condition_variable cv_;
   std::vector<Watched> watched_;  // guarded by mu_
   std::size_t polling_ = 0;       // operations taken out of watched_ by the thread this round (mu_)
-  std::size_t failures_ = 0;      // mu_
   bool stop_ = false;             // mu_
   std::thread thread_;            // started under mu_ by the first watch()
 };
