@@ -144,6 +144,13 @@ SafeTensorsFile::~SafeTensorsFile() {
   if (map_) munmap(map_, map_size_);
 }
 
+void SafeTensorsFile::release(const SafeTensorInfo& t) const {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(data_ + t.begin) + page - 1) / page * page;
+  const uintptr_t last = reinterpret_cast<uintptr_t>(data_ + t.end) / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 const SafeTensorInfo* SafeTensorsFile::find(const std::string& name) const {
   for (const auto& t : tensors_)
     if (t.name == name) return &t;

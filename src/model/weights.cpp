@@ -144,7 +144,9 @@ at::Tensor read_tensor(const io::SafeTensorsFile& f, const io::SafeTensorInfo& t
   at::ScalarType src = from_safetensors(t.dtype, f.path(), t.name);
   // from_blob over the memory map (read-only; the clone/convert copies before anything writes).
   at::Tensor view = at::from_blob(const_cast<void*>(f.data(t)), t.shape, at::TensorOptions().dtype(src));
-  return view.to(dtype, /*non_blocking=*/false, /*copy=*/true);
+  at::Tensor out = view.to(dtype, /*non_blocking=*/false, /*copy=*/true);
+  f.release(t);  // the copy is all that is kept: the mapped bytes leave the resident set
+  return out;
 }
 
 void load_unit(const Snapshot& snap, const ModelLayout& m, int u, const at::Tensor& compute,

@@ -42,7 +42,37 @@ std::string open_error(const std::string& path) {
   return "";
 }
 
+// The process's resident file-backed memory (RssFile of /proc/self/status), in KiB.
+long rss_file_kib() {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("RssFile:", 0) == 0) return std::stol(line.substr(8));
+  ADD_FAILURE() << "no RssFile in /proc/self/status";
+  return -1;
+}
+
 }  // namespace
+
+TEST(SafeTensors, ReleaseDropsTheCopiedBytesFromTheResidentSet) {
+  // A model load copies each tensor out of the mapping and releases it, so the file's pages do not stay
+  // in the resident set beside the model (they did: 0.5B bf16 peaked at the model + the whole file).
+  const int64_t n = 8 << 20;  // 32 MiB of F32
+  std::vector<float> a(n);
+  for (int64_t i = 0; i < n; ++i) a[i] = static_cast<float>(i % 1000);
+  std::string path = tmpdir() + "/big.safetensors";
+  io::write_safetensors(path, {{"w", "F32", {n}, a.data()}}, {});
+  io::SafeTensorsFile f(path);
+  const auto& w = f.require("w", {n});
+  const long before = rss_file_kib();
+  EXPECT_EQ(0, std::memcmp(f.data(w), a.data(), n * 4));  // touches every page
+  const long touched = rss_file_kib();
+  f.release(w);
+  const long released = rss_file_kib();
+  EXPECT_GT(touched - before, 30 << 10) << "reading 32 MiB should map them in";
+  EXPECT_GT(touched - released, 30 << 10) << "release() should drop them again";
+  // Still readable: the bytes fault back in from the page cache.
+  EXPECT_EQ(0, std::memcmp(f.data(w), a.data(), n * 4));
+}
 
 TEST(SafeTensors, RoundTrip) {
   std::vector<float> a = {1, 2, 3, 4, 5, 6};

@@ -38,6 +38,11 @@ class SafeTensorsFile {
   // Throws IoError "<file>: missing tensor <name>" / "...: tensor <name> has shape [..], expected [..]".
   const SafeTensorInfo& require(const std::string& name, const std::vector<int64_t>& shape) const;
   const void* data(const SafeTensorInfo& t) const { return data_ + t.begin; }
+  // Drops the whole pages of t's bytes from the process's resident set once they have been copied out
+  // (madvise MADV_DONTNEED on the read-only mapping: the page cache keeps them, a later read faults them
+  // back in). Loading a model then holds one tensor of the file at a time on top of the model, not the
+  // whole file; best effort (a refused madvise changes nothing but the resident set).
+  void release(const SafeTensorInfo& t) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
