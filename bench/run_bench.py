@@ -7,8 +7,8 @@ torch.compile, DDP, FSDP2, and on GPU with Liger Kernel), on one machine, in one
   the same step-0 loss within equal_work.LOSS_RTOL; a side that does not is INVALID and the run fails;
 - sides alternate within each round (the order rotates), every figure is the median over rounds of each
   run's median step;
-- one frame for LoRA-MFU (bench/frame.py), measured before and after the runs; the higher figure is used
-  for every side and the movement between the two is printed;
+- one frame for LoRA-MFU (bench/frame.py), measured before the first run, between rounds and after the
+  last; the best of those is used for every side and all of them are printed with their spread;
 - a Markdown table: step time, tokens/s, LoRA-MFU, peak memory (RSS on CPU, CUDA peak allocated on GPU),
   step-0 loss, lorabench's speedup and memory ratio against each side; the machine's facts.
 
@@ -195,6 +195,8 @@ def bench_workload(args, w, env, frames):
     runs = {s: [] for s in sides}
     ref_loss = None  # the first side of round 0 (lorabench unless --peers-only) sets the reference
     for r in range(args.rounds):
+        if r > 0:  # the frame again between rounds: its best over the whole benchmark is the figure used
+            frames[frame_key(w)].append(calibrate(args, w, snapshot, env))
         order = sides[r % len(sides):] + sides[:r % len(sides)]  # rotate: no side always goes first
         for side in order:
             t0 = time.time()
@@ -264,8 +266,9 @@ def render(args, facts, results, frames):
     for (preset, seq, batch), fr in frames.items():
         fs = [f["frame_flops_per_s"] for f in fr]
         add(f"- LoRA-MFU frame for {preset}, seq {seq}, micro-batch {batch}: {max(fs) / 1e9:.1f} GFLOP/s per rank, "
-            f"the same figure for every side; measured {', '.join(f'{x / 1e9:.1f}' for x in fs)} before the first "
-            f"and after the last run (movement {100 * (max(fs) - min(fs)) / max(fs):.1f}%): {fr[0]['how']}")
+            f"the best of {len(fs)} measurements, the same figure for every side; measured "
+            f"{', '.join(f'{x / 1e9:.1f}' for x in fs)} (before the first run, between rounds, after the last; "
+            f"spread {100 * (max(fs) - min(fs)) / max(fs):.1f}% of the best): {fr[0]['how']}")
     add("- LoRA-MFU = the LoRA FLOPs per step of docs/metrics.md (lorabench's record of them checked) / step time "
         "/ (frame x ranks), the same FLOPs for every side")
     for w, _ in results:
@@ -281,7 +284,8 @@ def render(args, facts, results, frames):
                     add(f"- DDP scaling on 2 ranks, {names[multi][side_m][0].side}: {100 * eff:.1f}%")
     if args.device == "cpu":
         add("- peak RSS: the largest resident set of any one process of the run (ru_maxrss of the waited-for "
-            "children), the same way for every side; it includes the mapped snapshot pages while loading")
+            "children), the same way for every side; it includes the snapshot pages mapped while loading (lorabench "
+            "releases each tensor's pages once copied)")
     return "\n".join(lines)
 
 
@@ -318,15 +322,15 @@ def main():
                TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore::FutureWarning")
     facts = machine_facts(args, env)
     args.run_dir = tempfile.mkdtemp(prefix="lorabench-bench-")
-    # One frame per shape and token count, measured before the first run and after the last.
+    # One frame per shape and token count: measured before the first run (here), between rounds and after the last.
     frames = {}
     for w in workloads:
         if frame_key(w) not in frames:
             frames[frame_key(w)] = [calibrate(args, w, write_snapshot(w.preset, SEED), env)]
     results = [(w, bench_workload(args, w, env, frames)) for w in workloads]
-    for w in workloads:
-        if len(frames[frame_key(w)]) == 1:
-            frames[frame_key(w)].append(calibrate(args, w, write_snapshot(w.preset, SEED), env))
+    for key, fr in frames.items():  # and once after the last run
+        w = next(x for x in workloads if frame_key(x) == key)
+        fr.append(calibrate(args, w, write_snapshot(w.preset, SEED), env))
     text = render(args, facts, results, frames)
     print(text)
     print(f"\nrun files: {args.run_dir}")
