@@ -37,7 +37,8 @@ std::string category(const std::string& op, const std::string& scope) {
   if (scope == "lb::head_loss") return is_gemm(op) ? "head + loss: GEMMs" : "head + loss: softmax, exp, gather";
   if (scope == "lb::optimizer") return "optimizer (AdamW)";
   if (is_gemm(op)) return scope == "lb::attention" ? "attention: QK^T and PV GEMMs" : "projection GEMMs (base + LoRA)";
-  if (scope == "lb::attention") return "attention: softmax, mask, RoPE, layout copies";
+  if (op.rfind("aten::_scaled_dot_product", 0) == 0) return "attention: libtorch's flash kernels";
+  if (scope == "lb::attention") return "attention: other ATen ops (casts, layout copies)";
   if (scope == "lb::norm") return "RMSNorm";
   if (scope == "lb::swiglu") return "SwiGLU (silu, multiply, casts)";
   if (scope == "lb::projections") return "projections: LoRA adds, casts, bias";
@@ -58,6 +59,7 @@ std::string kernel_category(const std::string& scope) {
 std::string group(const std::string& cat) {
   if (cat.find("GEMMs") != std::string::npos) return "GEMMs";
   if (cat.rfind("outside", 0) == 0 || cat.rfind("optimizer", 0) == 0) return "optimizer, data and bookkeeping";
+  if (cat.find("flash kernels") != std::string::npos) return "attention (libtorch's flash kernels)";
   if (cat.find("fused") != std::string::npos) return "fused kernels (norm, SwiGLU, RoPE, softmax)";
   return "other ATen ops (copies, casts, adds, indexing)";
 }

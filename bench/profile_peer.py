@@ -1,28 +1,41 @@
 #!/usr/bin/env python3
-"""Where the peer's training step goes: bench/peer_torch.py's model and step (PyTorch eager, PEFT-style
-LoRA, AdamW) under torch.profiler, grouped like lorabench-profile-ops' groups, so the two breakdowns sit
-side by side in docs/results.md.
+"""Where a peer's training step goes, under torch.profiler, in groups that sit beside
+lorabench-profile-ops' (docs/performance.md, docs/results.md). The peers are those of scripts/bench.sh:
+transformers' Qwen2ForCausalLM + peft LoRA with a plain AdamW loop (bench/peer_hf.py), eager or under
+torch.compile, on the benchmark's snapshot and tokens (bench/equal_work.py); --peer torch is the older
+hand-written PyTorch model of bench/peer_torch.py.
 
-    $(scripts/torch-venv.sh)/bin/python bench/profile_peer.py [--preset qwen2.5-0.5b] [--precision bf16] [--steps 2]
+    $(scripts/torch-venv.sh)/bin/python bench/profile_peer.py [--peer hf|torch] [--mode eager|compile]
+        [--preset qwen2.5-0.5b] [--precision bf16] [--seq 256] [--steps 2] [--warmup 1]
+
+One thread (as the benchmark), CPU. The profiler adds a fixed cost to every op: read the shares.
 """
 import argparse
+import json
 import os
 import sys
 import time
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import peer_torch  # noqa: E402
+from equal_work import first_sample, synthetic_ids, write_snapshot  # noqa: E402
 
+SEED = 1234
 GEMM = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
-        "aten::mkldnn_matmul", "aten::_mkldnn_matmul"}
+        "aten::mkldnn_matmul", "aten::_mkldnn_matmul", "mkldnn::_linear_pointwise", "mkl::_mkl_linear"}
+ATTENTION = {"aten::_scaled_dot_product_flash_attention_for_cpu",
+             "aten::_scaled_dot_product_flash_attention_for_cpu_backward"}
 SOFTMAX = {"aten::_softmax", "aten::_log_softmax", "aten::_softmax_backward_data",
            "aten::_log_softmax_backward_data", "aten::nll_loss_forward", "aten::nll_loss_backward"}
 COPIES = {"aten::copy_", "aten::_to_copy", "aten::to", "aten::contiguous", "aten::clone", "aten::cat",
           "aten::repeat_interleave", "aten::index_select", "aten::embedding_dense_backward"}
+# Ranges and wrappers whose self time is their children's bookkeeping, not work of their own.
+WRAPPERS = ("ProfilerStep", "peer::optimizer", "Optimizer.step", "Optimizer.zero_grad", "autograd::engine",
+            "CompiledFunction", "CompiledFunctionBackward", "Torch-Compiled Region", "## Call CompiledFxGraph")
 
 
 def group(name, in_optimizer):
@@ -30,22 +43,41 @@ def group(name, in_optimizer):
         return "optimizer (AdamW)"
     if name in GEMM:
         return "GEMMs"
+    if name in ATTENTION:
+        return "attention (libtorch's flash kernels)"
     if name in SOFTMAX:
         return "softmax, log-softmax and loss"
     if name in COPIES:
         return "copies and dtype casts"
+    if name.startswith(("cpp_fused", "graph_", "kernel_cpp", "cpp_")):
+        return "torch.compile's generated kernels"
     return "other ATen ops (elementwise, norms, indexing, autograd)"
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--preset", default="qwen2.5-0.5b")
-    ap.add_argument("--precision", default="bf16")
-    ap.add_argument("--seq", type=int, default=256)
-    ap.add_argument("--steps", type=int, default=2)
-    ap.add_argument("--warmup", type=int, default=1)
-    a = ap.parse_args()
-    torch.set_num_threads(1)
+def hf_step(a):
+    import peer_hf
+    snapshot = write_snapshot(a.preset, SEED)
+    args = SimpleNamespace(mode=a.mode, dist="none", lora_r=16, lora_alpha=32, lora_dropout=0.0, model=snapshot)
+    model = peer_hf.build_model(args, torch.device("cpu"))
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.0)
+    with open(os.path.join(snapshot, "config.json")) as f:
+        vocab = json.load(f)["vocab_size"]
+    count = [0]
+
+    def step():
+        ids = torch.from_numpy(synthetic_ids(SEED, vocab, a.seq, first_sample(count[0], 0, 1, 1), 1))
+        count[0] += 1
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        with torch.profiler.record_function("peer::optimizer"):
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    return step, f"hf-{a.mode}"
+
+
+def torch_step(a):
+    import peer_torch
     torch.manual_seed(0)
     dt = torch.bfloat16 if a.precision == "bf16" else torch.float32
     model = peer_torch.Qwen2(a.preset, 16, 32, dt)
@@ -62,6 +94,21 @@ def main():
         with torch.profiler.record_function("peer::optimizer"):
             opt.step()
             opt.zero_grad(set_to_none=True)
+    return step, "hand-written peer_torch"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--peer", choices=["hf", "torch"], default="hf")
+    ap.add_argument("--mode", choices=["eager", "compile"], default="eager", help="hf only")
+    ap.add_argument("--preset", default="qwen2.5-0.5b")
+    ap.add_argument("--precision", default="bf16", help="torch only (the hf peer is bf16, as benchmarked)")
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--steps", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=1, help="torch.compile compiles here: give it 2")
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    step, name = hf_step(a) if a.peer == "hf" else torch_step(a)
 
     for _ in range(a.warmup):
         step()
@@ -76,7 +123,7 @@ def main():
     opt_ranges = [(e.time_range.start, e.time_range.end) for e in events if e.name == "peer::optimizer"]
     groups, total = {}, 0.0
     for e in events:
-        if e.name == "peer::optimizer":
+        if e.name.startswith(WRAPPERS):
             continue
         inside = any(s <= e.time_range.start and e.time_range.end <= t for s, t in opt_ranges)
         k = group(e.name, inside)
@@ -84,8 +131,8 @@ def main():
         total += e.self_cpu_time_total
     wall_us = wall * 1e6 * a.steps
     groups["outside ops (Python, autograd engine)"] = max(0.0, wall_us - total)
-    print(f"peer {a.preset} {a.precision}: {wall:.3f} s per step (wall, profiler on); "
-          f"{total / 1e6 / a.steps:.3f} s of ATen op self time per step\n")
+    print(f"{name} {a.preset} {a.precision}, seq {a.seq}: {wall:.3f} s per step (wall, profiler on); "
+          f"{total / 1e6 / a.steps:.3f} s of op self time per step\n")
     print("| group | s per step | share of the step |\n| --- | --- | --- |")
     for k, v in sorted(groups.items(), key=lambda kv: -kv[1]):
         print(f"| {k} | {v / 1e6 / a.steps:.3f} | {100 * v / wall_us:.1f}% |")

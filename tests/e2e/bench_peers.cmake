@@ -2,7 +2,8 @@
 # against transformers + peft eager from one snapshot and the same tokens): `valid` must pass and report
 # both sides; `mismatch` gives the peer the next seed's tokens and must fail the check. Needs the venv
 # that scripts/install-deps.sh fills with torch and the pinned peers (a missing peer fails the test); not
-# registered when LORABENCH_TORCH is not a venv. Label e2e.
+# registered when LORABENCH_TORCH is not a venv. Label e2e. e2e_bench_profiles runs both step profilers on
+# the tiny shape.
 if(EXISTS "${LORABENCH_TORCH}/bin/python")
   foreach(case valid mismatch)
     add_test(NAME e2e_bench_peers_${case}
@@ -10,6 +11,11 @@ if(EXISTS "${LORABENCH_TORCH}/bin/python")
                      $<TARGET_FILE:lorabench> ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/e2e_bench_peers)
     set_tests_properties(e2e_bench_peers_${case} PROPERTIES LABELS e2e TIMEOUT 300)
   endforeach()
+  # Both profilers' group tables (docs/performance.md "Where the time goes").
+  add_test(NAME e2e_bench_profiles
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/bench_peers_e2e.sh profiles "${LORABENCH_TORCH}/bin/python"
+                   $<TARGET_FILE:lorabench-profile-ops> ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/e2e_bench_peers)
+  set_tests_properties(e2e_bench_profiles PROPERTIES LABELS e2e TIMEOUT 300)
 else()
   message(STATUS "e2e_bench_peers: not registered (LORABENCH_TORCH=${LORABENCH_TORCH} is not a venv)")
 endif()
