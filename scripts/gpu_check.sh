@@ -13,6 +13,12 @@
 #                                         `ctest -L gpu`, `lorabench doctor`, 20 steps of single on one GPU
 #                                         (NCCL) and of ddp, zero1, zero2, fsdp on 2 ranks sharing it (MPI,
 #                                         staged), fp32 and bf16; writes OUT/summary.md, logs and run files
+#   scripts/gpu_check.sh bench OUT [DIR]  on the GPU machine after `run` (its build-gpu/ kept): the GPU table of
+#                                         issue 21, scripts/bench.sh's GPU workload (lorabench against
+#                                         transformers + peft eager, torch.compile and Liger Kernel, 2 rounds)
+#                                         with the image's python and the carried liger-kernel wheel; writes
+#                                         OUT/bench-gpu.md and .json. LB_GPU_CHECK_BENCH_ARGS replaces the
+#                                         arguments (default: --device cuda --rounds 2)
 #   scripts/gpu_check.sh env DIR          prints the environment `run` uses (to source it by hand)
 #
 # Every step of `run` is timed and its outcome recorded; a failing step does not stop the later ones, and the
@@ -31,7 +37,10 @@ PACKAGES=(
   libboost-program-options1.74-dev libboost-program-options1.74.0 libboost1.74-dev
   nlohmann-json3-dev libpcre2-dev libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2
   libgtest-dev pkgconf pkgconf-bin libpkgconf3
+  hdf5-tools libhdf5-103-1 libhdf5-hl-100
 )
+# The benchmark's GPU-only peer, not in the image (pure Python; needs only the image's torch and triton).
+WHEELS_REQUIREMENTS=$here/bench/requirements-peers-gpu.txt
 LIMIT_MIB=60
 
 die() { echo "gpu_check: $*" >&2; exit 1; }
@@ -40,11 +49,14 @@ prepare() {
   local dir=$1
   mkdir -p "$dir/debs"
   (cd "$dir/debs" && apt-get download "${PACKAGES[@]}") || die "apt-get download failed (a Debian 12 machine with its package index is needed)"
+  mkdir -p "$dir/wheels"
+  python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$dir/wheels" -r "$WHEELS_REQUIREMENTS" ||
+    die "pip download of $WHEELS_REQUIREMENTS failed (PyPI is needed)"
   local mib
-  mib=$(du -sm "$dir/debs" | cut -f1)
-  [[ $mib -le $LIMIT_MIB ]] || die "$dir/debs holds $mib MiB, more than $LIMIT_MIB MiB"
-  (cd "$dir/debs" && ls -1 *.deb) >"$dir/MANIFEST"
-  echo "gpu_check: $(wc -l <"$dir/MANIFEST") packages, $mib MiB in $dir/debs"
+  mib=$(du -scm "$dir/debs" "$dir/wheels" | tail -n 1 | cut -f1)
+  [[ $mib -le $LIMIT_MIB ]] || die "$dir/debs and $dir/wheels hold $mib MiB, more than $LIMIT_MIB MiB"
+  (cd "$dir" && ls -1 debs/*.deb wheels/*.whl) >"$dir/MANIFEST"
+  echo "gpu_check: $(wc -l <"$dir/MANIFEST") packages and wheels, $mib MiB in $dir/debs and $dir/wheels"
 }
 
 # unpack DIR: every carried .deb extracted under DIR/root (dpkg-deb, or python3 where dpkg is missing).
@@ -231,10 +243,33 @@ run() {
   [[ $FAILED -eq 0 ]]
 }
 
+# bench OUT DIR: the GPU table (run_bench.py) with the build `run` made, the carried packages (h5dump, mpirun)
+# and liger-kernel installed from the carried wheel into DIR/python (on PYTHONPATH, nothing else changed).
+bench() {
+  OUT=$(mkdir -p "$1" && cd "$1" && pwd)
+  local dir=$2
+  [[ -d $dir/root ]] || unpack "$dir"
+  eval "$(environment "$dir")"
+  local build=${LB_GPU_CHECK_BUILD:-$here/build-gpu}
+  [[ -x $build/src/app/lorabench ]] || die "no lorabench in $build: run 'scripts/gpu_check.sh run OUT' first"
+  local pylib
+  pylib=$(cd "$dir" && pwd)/python
+  if ls "$dir"/wheels/*.whl >/dev/null 2>&1; then
+    python3 -m pip install --quiet --no-deps --no-index --target "$pylib" "$dir"/wheels/*.whl ||
+      die "cannot install the carried wheels into $pylib"
+  fi
+  export PYTHONPATH="$pylib${PYTHONPATH:+:$PYTHONPATH}"
+  read -r -a extra <<<"${LB_GPU_CHECK_BENCH_ARGS:---device cuda --rounds 2}"
+  python3 "$here/bench/run_bench.py" --lorabench "$build/src/app/lorabench" "${extra[@]}" \
+    --out "$OUT/bench-gpu.md" --json "$OUT/bench-gpu.json" 2>&1 | tee "$OUT/bench-gpu.log"
+  return "${PIPESTATUS[0]}"
+}
+
 case "${1:-}" in
   prepare) prepare "${2:-$here/gpu-carry}" ;;
+  bench) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh bench OUT_DIR [CARRY_DIR]"; bench "$2" "${3:-$here/gpu-carry}" ;;
   run) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh run OUT_DIR [CARRY_DIR]"; run "$2" "${3:-$here/gpu-carry}" ;;
   env) environment "${2:-$here/gpu-carry}" ;;
   unpack) unpack "${2:-$here/gpu-carry}" ;;  # the first step of run, alone (to test the carry here)
-  *) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
