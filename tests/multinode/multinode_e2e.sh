@@ -250,7 +250,11 @@ case "$case_name" in
     left=$("$slurm/slurm_2node.sh" "$cluster" pids lbnode0 | while read -r p; do
              [ "$(cat "/proc/$p/comm" 2>/dev/null)" = lorabench ] && echo "$p"; done || true)
     [ -z "$left" ] || fail "lorabench ranks still running on lbnode0 after the job ended: $left"
-    expect_in "$work/killed.txt" "Node failure on lbnode1"
+    # Either end is Slurm's answer to the crash: it declares lbnode1 failed (SlurmdTimeout), or first a rank
+    # on lbnode0 dies writing to the lost peer's closed socket (SIGPIPE) and srun ends the step for that
+    # (seen in a full test run on 2026-12-02: "srun: error: lbnode0: task 1: Broken pipe").
+    grep -qE "Node failure on lbnode1|lbnode0: task [0-9]+: Broken pipe" "$work/killed.txt" ||
+      fail "$work/killed.txt names neither the node failure of lbnode1 nor a rank on lbnode0 losing its peer"
     echo "ok: the crash of lbnode1 ended the job on lbnode0 with exit $rc after $dt s"
     last=$(cat "$out/k/checkpoints/latest")
     before=$(sha256sum "$out/k/checkpoints/$last" | cut -d' ' -f1)
