@@ -56,9 +56,9 @@ at::Tensor attention_forward(const at::Tensor& qkv, int64_t B, int64_t T, int64_
 at::Tensor attention_backward(const at::Tensor& dout, const at::Tensor& qkv, const at::Tensor& out,
                               const at::Tensor& lse, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d) {
   require_supported(qkv);
-  const Heads h = split(qkv, B, T, H, K, d);
   auto as_heads = [&](const at::Tensor& t) { return t.reshape({B, T, H, d}).transpose(1, 2); };
   if (qkv.is_cuda()) {
+    const Heads h = split(qkv, B, T, H, K, d);
     const at::Tensor none = at::empty({}, at::kLong);
     auto [dq, dk, dv, db] = at::_scaled_dot_product_efficient_attention_backward(
         as_heads(dout), h.q, expand_kv(h.k, H, K), expand_kv(h.v, H, K), at::Tensor(), as_heads(out), lse, none, none,
@@ -69,22 +69,18 @@ at::Tensor attention_backward(const at::Tensor& dout, const at::Tensor& qkv, con
         .reshape({B * T, (H + 2 * K) * d});
   }
   // bf16 runs libtorch's backward in fp32 (its inputs and results are one layer's q|k|v rows, cast once
-  // each way): its bf16 kernel took 1.4x as long as the fp32 one plus the casts (0.5B shape, T = 256, one
-  // thread: 10.3 against 7.2 ms per layer) and was further from the fp64 formula (max relative error of
-  // dq, dk, dv 5e-3..1.4e-2 against 2.5e-3..3.1e-3; test_kernels). The forward stays in the model's dtype
-  // (there bf16 is the faster one).
-  const at::ScalarType dt = qkv.scalar_type();
-  const bool upcast = dt == at::kBFloat16 || dt == at::kHalf;
-  const at::Tensor qkv_c = upcast ? qkv.to(at::kFloat) : qkv;
-  const Heads hc = upcast ? split(qkv_c, B, T, H, K, d) : h;
-  auto cast = [&](const at::Tensor& t) { return upcast ? t.to(at::kFloat) : t; };
+  // each way; for fp32 the casts are no-ops): its bf16 kernel took 1.4x as long as the fp32 one plus the
+  // casts (0.5B shape, T = 256, one thread: 10.3 against 7.2 ms per layer) and was further from the fp64
+  // formula (max relative error of dq, dk, dv 5e-3..1.4e-2 against 2.5e-3..3.1e-3; test_kernels). The
+  // forward stays in the model's dtype (there bf16 is the faster one).
+  const Heads h = split(qkv.to(at::kFloat), B, T, H, K, d);
   auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
-      as_heads(cast(dout)), hc.q, hc.k, hc.v, as_heads(cast(out)), lse, 0.0, /*is_causal=*/true, {},
-      1.0 / std::sqrt(double(d)));
+      as_heads(dout.to(at::kFloat)), h.q, h.k, h.v, as_heads(out.to(at::kFloat)), lse, 0.0, /*is_causal=*/true,
+      {}, 1.0 / std::sqrt(double(d)));
   // Back to token-major rows: [dq | dk | dv] per token.
   return at::cat({dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)}, 2)
       .view({B * T, (H + 2 * K) * d})
-      .to(dt);
+      .to(qkv.scalar_type());
 }
 
 }  // namespace lorabench::model
