@@ -35,7 +35,7 @@ COPIES = {"aten::copy_", "aten::_to_copy", "aten::to", "aten::contiguous", "aten
           "aten::repeat_interleave", "aten::index_select", "aten::embedding_dense_backward"}
 # Ranges and wrappers whose self time is their children's bookkeeping, not work of their own.
 WRAPPERS = ("ProfilerStep", "peer::optimizer", "Optimizer.step", "Optimizer.zero_grad", "autograd::engine",
-            "CompiledFunction", "CompiledFunctionBackward", "Torch-Compiled Region", "## Call CompiledFxGraph")
+            "CompiledFunction", "CompiledFunctionBackward", "Torch-Compiled Region")
 
 
 def group(name, in_optimizer):
@@ -49,7 +49,7 @@ def group(name, in_optimizer):
         return "softmax, log-softmax and loss"
     if name in COPIES:
         return "copies and dtype casts"
-    if name.startswith(("cpp_fused", "graph_", "kernel_cpp", "cpp_")):
+    if name.startswith("## Call CompiledFxGraph"):  # its self time: the graph's generated C++ kernels
         return "torch.compile's generated kernels"
     return "other ATen ops (elementwise, norms, indexing, autograd)"
 
