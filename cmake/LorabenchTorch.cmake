@@ -136,6 +136,14 @@ elseif(LORABENCH_WITH_CUDA STREQUAL "ON")
 endif()
 
 add_library(lorabench::torch INTERFACE IMPORTED GLOBAL)
+# libtorch's wheels carry a static copy of part of libstdc++ (std::filesystem, from the GCC they were built
+# with) and export it: 2.14.1's libtorch_cpu.so and 2.11.0's libtorch.so do. The compiler driver adds the
+# system libstdc++ after every library on the link line, so the dynamic linker, which searches an
+# executable's DT_NEEDED libraries in order, bound lorabench's own std::filesystem calls to libtorch's copy:
+# harmless with 2.14.1, a call through a null pointer in 2.11.0's remove_all (lorabench doctor, run.overwrite,
+# checkpoint pruning crashed). Naming libstdc++ before libtorch makes it the first library searched.
+# Test: LinkOrder.StdFilesystemComesFromLibstdcxx.
+target_link_libraries(lorabench::torch INTERFACE "-Wl,--push-state,--no-as-needed" stdc++ "-Wl,--pop-state")
 if(LORABENCH_TORCH_CUDA)
   # The toolkit's nvcc must be the one libtorch's CUDA files see (they compare versions).
   if(NOT CMAKE_CUDA_COMPILER)
