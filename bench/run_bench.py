@@ -8,12 +8,16 @@ torch.compile, DDP, FSDP2, and on GPU with Liger Kernel), on one machine, in one
 - sides alternate within each round (the order rotates), every figure is the median over rounds of each
   run's median step;
 - one frame for LoRA-MFU (bench/frame.py), measured before the first run, between rounds and after the
-  last; the best of those is used for every side and all of them are printed with their spread;
+  last; each GEMM shape's best over those is used for every side, and all of them are printed with their
+  spread;
 - a Markdown table: step time, tokens/s, LoRA-MFU, peak memory (RSS on CPU, CUDA peak allocated on GPU),
-  step-0 loss, lorabench's speedup and memory ratio against each side; the machine's facts.
+  step-0 loss, lorabench's speedup and memory ratio against each side; the machine's facts;
+- with --sweep-batch, first each side's largest micro-batch (doubling until a try does not fit: out of
+  memory, or lorabench's refusal before it allocates), then the table also at the largest every side fits.
 
     scripts/bench.sh [--rounds N] [--steps N] [--only WORKLOAD ...] [--out FILE.md]
     scripts/bench.sh --quick        # tiny shape, 1 round, lorabench and the eager peer (tests/e2e)
+    scripts/bench.sh --device cuda --sweep-batch    # the GPU table also at the largest micro-batch that fits
 """
 import argparse
 import json
@@ -23,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from benchlib import mpirun, summary
 from equal_work import LOSS_RTOL, hf_config, loss_matches, write_snapshot
@@ -71,10 +75,11 @@ class Run:
     extra: dict = field(default_factory=dict)
 
 
-def measure_isolated(cmd, env):
+def measure_isolated(cmd, env, check=True):
     """Runs cmd from a fresh python child and returns (stdout, stderr, peak RSS in MiB): ru_maxrss of a
     process's children is the maximum over every descendant it waited for, and only grows, so each
-    measured command gets its own helper process."""
+    measured command gets its own helper process. With check=False a failing command returns its exit
+    code as a fourth value instead of stopping the benchmark."""
     helper = [sys.executable, "-c",
               "import json,resource,subprocess,sys;"
               "p=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE,stderr=subprocess.PIPE,text=True);"
@@ -85,22 +90,28 @@ def measure_isolated(cmd, env):
         sys.stderr.write(p.stdout + p.stderr)
         raise SystemExit(f"bench: helper failed ({p.returncode})")
     r = json.loads(p.stdout)
+    if not check:
+        return r["out"], r["err"], r["rss"], r["rc"]
     if r["rc"] != 0:
         sys.stderr.write(r["out"] + r["err"])
         raise SystemExit(f"bench: command failed ({r['rc']}): {' '.join(cmd)}")
     return r["out"], r["err"], r["rss"]
 
 
-def run_lorabench(args, w, snapshot, frame, tag, env):
-    run = f"{w.name}-{tag}"
+def lorabench_cmd(args, w, snapshot, frame, run, extra=None):
     sets = {"run.output_dir": args.run_dir, "run.name": run, "model.path": snapshot, "model.dtype": "bf16",
             "parallel.strategy": w.strategy, "run.steps": args.steps + args.warmup, "run.warmup_steps": args.warmup,
             "run.seed": SEED, "lora.r": LORA_R, "lora.alpha": LORA_ALPHA, "data.seq_len": w.seq, "train.micro_batch": w.batch, "run.quiet": "true",
-            "profile.peak_gflops": frame / 1e9, "parallel.device": args.device}
+            "profile.peak_gflops": frame / 1e9, "parallel.device": args.device, **(extra or {})}
     cmd = mpirun(w.ranks) + [args.lorabench, os.path.join(ROOT, "inputs", "bench.ini")]
     for k, v in sets.items():
         cmd += ["--set", f"{k}={v}"]
-    _, _, rss = measure_isolated(cmd, env)
+    return cmd
+
+
+def run_lorabench(args, w, snapshot, frame, tag, env):
+    run = f"{w.name}-{tag}"
+    _, _, rss = measure_isolated(lorabench_cmd(args, w, snapshot, frame, run), env)
     s = summary(os.path.join(args.run_dir, run, "run.h5"))
     # On a GPU the peers report CUDA's peak allocated bytes; lorabench's run file has the same figure.
     mem = s["mem_peak_bytes_max"] / 2**20 if args.device == "cuda" else rss
@@ -127,6 +138,63 @@ def run_peer(args, w, mode, snapshot, env):
     r = json.loads(out.strip().splitlines()[-1])
     mem = r["cuda_peak_mib"] if args.device == "cuda" else rss
     return Run(r["peer"], r["step_time_s"], r["tokens_per_s"], mem, r["loss_step0"], extra={"losses": r["losses"]})
+
+
+# What a side says when a micro-batch does not fit: CUDA's caching allocator (torch.OutOfMemoryError in the
+# peers, c10::OutOfMemoryError in lorabench), a CUDA call that could not allocate, ATen's CPU allocator, and
+# lorabench's refusal before it allocates (docs/plan.md). Any other failure stops the benchmark.
+NO_FIT_MARKERS = ("out of memory", "can't allocate memory", "this run cannot fit")
+
+
+def no_fit_reason(rc, text):
+    """Why a failed run did not fit (its first line that says so), or None when it failed for another reason."""
+    if rc == 0:
+        return None
+    for line in text.splitlines():
+        if any(m in line.lower() for m in NO_FIT_MARKERS):
+            return line.strip()[:240]
+    if rc in (-9, 137):
+        return f"killed by SIGKILL (exit {rc}; the kernel's OOM killer, if nothing else killed it)"
+    return None
+
+
+def sides_of(args, w):
+    return ([] if args.peers_only else ["lorabench"]) + w.peers
+
+
+def sweep_batch(args, w, env):
+    """Each side's largest micro-batch: doubling from w.batch (which the table itself runs) up to --sweep-max,
+    one warm-up and one measured step per try, until a try does not fit. Returns {side: (largest, why not
+    the next)}."""
+    snapshot = write_snapshot(w.preset, SEED)
+    trial = argparse.Namespace(**vars(args))
+    trial.steps, trial.warmup = 1, 1
+    found = {}
+    for side in sides_of(args, w):
+        largest, b = w.batch, 2 * w.batch
+        while b <= args.sweep_max:
+            wb = replace(w, batch=b)
+            t0 = time.time()
+            if side == "lorabench":
+                cmd = lorabench_cmd(trial, wb, snapshot, 1e9, f"{w.name}-sweep-b{b}", {"run.predict": "false"})
+            else:
+                cmd = peer_cmd(trial, wb, side, snapshot, 29500 + (os.getpid() % 400))
+            out, err, _, rc = measure_isolated(cmd, env, check=False)
+            reason = no_fit_reason(rc, out + err)
+            print(f"  {w.name} sweep {side} micro-batch {b}: {'fits' if rc == 0 else 'does not fit'}, "
+                  f"{time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+            if rc != 0 and reason is None:
+                sys.stderr.write(out + err)
+                raise SystemExit(f"bench: {w.name}: {side} failed at micro-batch {b} (exit {rc}), "
+                                 "not for lack of memory: " + " ".join(cmd))
+            if rc != 0:
+                why = f"{b} does not fit: {reason}"
+                break
+            largest, b = b, 2 * b
+        else:
+            why = f"{b} and above not tried (--sweep-max {args.sweep_max})"
+        found[side] = (largest, why)
+    return found
 
 
 def calibrate(args, w, snapshot, env):
@@ -188,10 +256,25 @@ def frame_key(w):
     return (w.preset, w.seq, w.batch)
 
 
+def best_frame(measurements):
+    """The frame of several bench/frame.py measurements of one shape set: each GEMM shape at its best rate
+    over all of them (noise only ever slows a GEMM down), FLOP-weighted as frame.py weights one measurement.
+    It is at least the best single measurement, and less sensitive to which shapes a slow spell hit."""
+    best = {}
+    for m in measurements:
+        for x in m["shapes"]:
+            best[x["name"]] = max(best.get(x["name"], 0.0), x["best_gflops"])
+    flops = seconds = 0.0
+    for x in measurements[0]["shapes"]:
+        f = 2.0 * x["mkn"][0] * x["mkn"][1] * x["mkn"][2] * x["count"]
+        flops, seconds = flops + f, seconds + f / (best[x["name"]] * 1e9)
+    return flops / seconds
+
+
 def bench_workload(args, w, env, frames):
     snapshot = write_snapshot(w.preset, SEED)
     frame = frames[frame_key(w)][0]["frame_flops_per_s"]
-    sides = ([] if args.peers_only else ["lorabench"]) + w.peers
+    sides = sides_of(args, w)
     runs = {s: [] for s in sides}
     ref_loss = None  # the first side of round 0 (lorabench unless --peers-only) sets the reference
     for r in range(args.rounds):
@@ -227,7 +310,7 @@ def med(xs):
     return statistics.median(xs)
 
 
-def render(args, facts, results, frames):
+def render(args, facts, results, frames, sweeps):
     lines = []
     add = lines.append
     v = facts["versions"]
@@ -248,7 +331,7 @@ def render(args, facts, results, frames):
         f"lorabench speedup | lorabench memory / side |")
     add("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for w, runs in results:
-        frame = max(f["frame_flops_per_s"] for f in frames[frame_key(w)])
+        frame = best_frame(frames[frame_key(w)])
         flops = step_flops(w, runs)
         ours = runs.get("lorabench")
         for side, rs in runs.items():
@@ -265,12 +348,16 @@ def render(args, facts, results, frames):
     add("")
     for (preset, seq, batch), fr in frames.items():
         fs = [f["frame_flops_per_s"] for f in fr]
-        add(f"- LoRA-MFU frame for {preset}, seq {seq}, micro-batch {batch}: {max(fs) / 1e9:.1f} GFLOP/s per rank, "
-            f"the best of {len(fs)} measurements, the same figure for every side; measured "
+        add(f"- LoRA-MFU frame for {preset}, seq {seq}, micro-batch {batch}: {best_frame(fr) / 1e9:.1f} GFLOP/s per "
+            f"rank, every GEMM shape at its best over {len(fs)} measurements, the same figure for every side; measured "
             f"{', '.join(f'{x / 1e9:.1f}' for x in fs)} (before the first run, between rounds, after the last; "
             f"spread {100 * (max(fs) - min(fs)) / max(fs):.1f}% of the best): {fr[0]['how']}")
     add("- LoRA-MFU = the LoRA FLOPs per step of docs/metrics.md (lorabench's record of them checked) / step time "
         "/ (frame x ranks), the same FLOPs for every side")
+    for name, found in sweeps.items():
+        add(f"- {name}, the largest micro-batch each side fits (doubling, 1 warm-up + 1 step per try): "
+            + "; ".join(f"{side if side == 'lorabench' else 'hf-' + side} {b} ({why})"
+                        for side, (b, why) in found.items()))
     for w, _ in results:
         if w.note:
             add(f"- {w.name}: {w.note}")
@@ -300,6 +387,10 @@ def main():
     ap.add_argument("--only", nargs="*", default=None, help="workload names")
     ap.add_argument("--quick", action="store_true",
                     help="tiny shape, 1 round, 2 steps: lorabench and the eager peer (the equal-work test)")
+    ap.add_argument("--sweep-batch", action="store_true",
+                    help="first find each side's largest micro-batch (doubling up to --sweep-max until it does not "
+                         "fit), then also run the table at the largest one every side fits")
+    ap.add_argument("--sweep-max", type=int, default=256, help="the largest micro-batch --sweep-batch tries")
     ap.add_argument("--peers-only", action="store_true", help="only the peers (no lorabench side)")
     ap.add_argument("--out", default=None, help="also write the Markdown table here")
     ap.add_argument("--json", default=None, help="also write the raw results here")
@@ -322,6 +413,13 @@ def main():
                TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore::FutureWarning")
     facts = machine_facts(args, env)
     args.run_dir = tempfile.mkdtemp(prefix="lorabench-bench-")
+    sweeps = {}
+    for w in list(workloads) if args.sweep_batch else []:
+        sweeps[w.name] = sweep_batch(args, w, env)
+        common = min(b for b, _ in sweeps[w.name].values())
+        if common > w.batch:
+            workloads.append(replace(w, name=f"{w.name}-b{common}", batch=common,
+                                     note=f"micro-batch {common}: the largest every side fits (--sweep-batch)"))
     # One frame per shape and token count: measured before the first run (here), between rounds and after the last.
     frames = {}
     for w in workloads:
@@ -331,7 +429,7 @@ def main():
     for key, fr in frames.items():  # and once after the last run
         w = next(x for x in workloads if frame_key(x) == key)
         fr.append(calibrate(args, w, write_snapshot(w.preset, SEED), env))
-    text = render(args, facts, results, frames)
+    text = render(args, facts, results, frames, sweeps)
     print(text)
     print(f"\nrun files: {args.run_dir}")
     if args.out:
@@ -339,7 +437,7 @@ def main():
             f.write(text + "\n")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": facts, "frames": {"/".join(map(str, k)): v for k, v in frames.items()}, "results": [
+            json.dump({"machine": facts, "sweeps": sweeps, "frames": {"/".join(map(str, k)): v for k, v in frames.items()}, "results": [
                 {"workload": w.__dict__, "runs": {s: [r.__dict__ for r in rs] for s, rs in runs.items()}}
                 for w, runs in results]}, f, indent=1)
 

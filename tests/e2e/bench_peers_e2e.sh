@@ -2,6 +2,9 @@
 # bench_peers_e2e.sh CASE PYTHON LORABENCH SOURCE_DIR WORK_DIR (tests/e2e/bench_peers.cmake)
 #   valid     scripts/bench.sh --quick must pass the step-0 loss check and print both sides' rows
 #   mismatch  the same with the peer on another seed's tokens must fail with INVALID
+#   sweep     run_bench's "does not fit" classifier on the real messages (lorabench's refusal, ATen's allocator)
+#             and on a failure that is not memory; then --quick --sweep-batch --sweep-max 2: both sides fit 2,
+#             the sweep line says so and the table gains the tiny-bf16-b2 rows
 #   profiles  lorabench-profile-ops (LORABENCH is then its path) and bench/profile_peer.py (eager and compiled)
 #             on the tiny shape: each prints a group table with GEMMs and libtorch's flash attention kernels
 #             (and, compiled, torch.compile's generated kernels), adding up to the step
@@ -25,6 +28,31 @@ case "$case_name" in
     fi
     grep -q "INVALID: tiny-bf16: hf-eager step-0 loss" "$err" ||
       { cat "$out" "$err"; echo "FAIL: not the equal-work check"; exit 1; }
+    ;;
+  sweep)
+    "$lorabench" "$src/inputs/tiny.ini" --set data.seq_len=1048576 --set train.micro_batch=64 \
+      --set run.output_dir="$work/sweep-refused" >"$out.refused" 2>&1 && { echo "FAIL: the huge run was not refused"; exit 1; }
+    "$lorabench" "$src/inputs/tiny.ini" --set train.no_such_key=1 >"$out.bad" 2>&1 && { echo "FAIL: a bad key ran"; exit 1; }
+    "$py" -c "import torch; torch.empty(2**60, dtype=torch.uint8)" >"$out.aten" 2>&1 && { echo "FAIL: 2^60 bytes allocated"; exit 1; }
+    "$py" - "$src/bench" "$out" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from run_bench import no_fit_reason
+out = sys.argv[2]
+for name, rc, want in (("refused", 2, "this run cannot fit"), ("aten", 1, "can't allocate memory"), ("bad", 2, None)):
+    got = no_fit_reason(rc, open(f"{out}.{name}").read())
+    if (want is None) != (got is None) or (want and want not in got):
+        sys.exit(f"FAIL: no_fit_reason on {name}: {got!r}, expected {'not a fit failure' if want is None else want!r}")
+    print(f"{name}: {got!r}")
+if no_fit_reason(0, "out of memory") is not None or no_fit_reason(-9, "") is None:
+    sys.exit("FAIL: no_fit_reason on exit codes 0 / -9")
+PY
+    "${cmd[@]}" --sweep-batch --sweep-max 2 >"$out" 2>"$err" || { cat "$out" "$err"; echo "FAIL: the sweep failed"; exit 1; }
+    grep -qF "tiny-bf16, the largest micro-batch each side fits (doubling, 1 warm-up + 1 step per try): lorabench 2 (4 and above not tried (--sweep-max 2)); hf-eager 2 (4 and above not tried (--sweep-max 2))" "$out" ||
+      { cat "$out"; echo "FAIL: no sweep line"; exit 1; }
+    for row in "| tiny-bf16 | lorabench single | 1 |" "| tiny-bf16-b2 | lorabench single | 1 |" "| tiny-bf16-b2 | hf-eager | 1 |"; do
+      grep -qF -- "$row" "$out" || { cat "$out"; echo "FAIL: no row '$row'"; exit 1; }
+    done
     ;;
   profiles)
     # check_groups FILE [ROW...]: the group table (after "| group |") has positive GEMMs and attention rows
