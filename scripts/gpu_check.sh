@@ -19,6 +19,11 @@
 #                                         with the image's python and the carried liger-kernel wheel; writes
 #                                         OUT/bench-gpu.md and .json. LB_GPU_CHECK_BENCH_ARGS replaces the
 #                                         arguments (default: --device cuda --rounds 2)
+#   scripts/gpu_check.sh preflight [VERSION] [DIR]
+#                                         here, before the GPU machine: builds lorabench (CUDA, NCCL) against
+#                                         that machine's torch release (default 2.11.0, the image's; its wheel
+#                                         from PyPI) in build directory DIR (default build-preflight/) and
+#                                         runs its ctest here
 #   scripts/gpu_check.sh env DIR          prints the environment `run` uses (to source it by hand)
 #
 # Every step of `run` is timed and its outcome recorded; a failing step does not stop the later ones, and the
@@ -42,6 +47,9 @@ PACKAGES=(
 # The benchmark's GPU-only peer, not in the image (pure Python; needs only the image's torch and triton).
 WHEELS_REQUIREMENTS=$here/bench/requirements-peers-gpu.txt
 LIMIT_MIB=60
+# The torch release of the lent machine's image (its python3's torch: 2.11.0+cu130 when last read, 2026-11):
+# what `preflight` builds against.
+IMAGE_TORCH=2.11.0
 
 die() { echo "gpu_check: $*" >&2; exit 1; }
 
@@ -265,11 +273,45 @@ bench() {
   return "${PIPESTATUS[0]}"
 }
 
+# preflight VERSION DIR: here, before a GPU machine is used: lorabench built with CUDA and NCCL against that
+# machine's torch release and its ctest run on this machine (the gpu tests skip), so that an API or ABI
+# difference between the torch lorabench is tested with and the image's fails here rather than in the lent
+# minutes. The release's wheel comes from PyPI and is unpacked beside this project's venv (outside the
+# checkout, as an installed lorabench's RUNPATH keeps only libraries outside the project), with the venv's
+# nvidia-* wheels linked beside it; DIR is the build directory.
+preflight() {
+  local version=$1 dir=$2 venv py whl site
+  venv=$("$here/scripts/torch-venv.sh")
+  py=$venv/bin/python
+  [[ -x $py ]] || die "no venv at $venv: run scripts/install-deps.sh first (its nvidia-* wheels are used)"
+  site=$(dirname "$venv")/torch-$version-unpacked
+  mkdir -p "$site/wheel"
+  "$py" -m pip download --quiet --no-deps --only-binary=:all: -d "$site/wheel" "torch==$version" ||
+    die "pip download torch==$version failed (PyPI is needed)"
+  whl=$(ls "$site/wheel/torch-$version"-*.whl 2>/dev/null | head -n 1)
+  [[ -n $whl ]] || die "no torch-$version wheel in $site/wheel"
+  rm -rf "$site/torch"
+  "$py" - "$whl" "$site" <<'PY' || die "cannot unpack $whl"
+import sys, zipfile
+z = zipfile.ZipFile(sys.argv[1])
+z.extractall(sys.argv[2], [n for n in z.namelist()
+                           if n.startswith(("torch/include/", "torch/lib/", "torch/share/")) or n == "torch/version.py"])
+PY
+  ln -sfn "$("$py" -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))')/nvidia" "$site/nvidia"
+  echo "gpu_check: torch $(sed -n "s/^__version__ = '\(.*\)'/\1/p" "$site/torch/version.py") unpacked in $site"
+  LORABENCH_BUILD_DIR=$dir "$here/scripts/build.sh" -DLORABENCH_TORCH="$site/torch" \
+    -DLORABENCH_WITH_CUDA=ON -DLORABENCH_WITH_NCCL=ON || die "the build against torch $version failed"
+  (cd "$dir" && ctest --output-on-failure -j "${LORABENCH_TEST_JOBS:-2}" --timeout 900) ||
+    die "tests failed against torch $version"
+  echo "gpu_check: lorabench builds and passes its tests against torch $version"
+}
+
 case "${1:-}" in
   prepare) prepare "${2:-$here/gpu-carry}" ;;
+  preflight) preflight "${2:-$IMAGE_TORCH}" "${3:-$here/build-preflight}" ;;
   bench) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh bench OUT_DIR [CARRY_DIR]"; bench "$2" "${3:-$here/gpu-carry}" ;;
   run) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh run OUT_DIR [CARRY_DIR]"; run "$2" "${3:-$here/gpu-carry}" ;;
   env) environment "${2:-$here/gpu-carry}" ;;
   unpack) unpack "${2:-$here/gpu-carry}" ;;  # the first step of run, alone (to test the carry here)
-  *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
