@@ -193,7 +193,7 @@ run() {
   step ctest_gpu bash -c "cd '$build' && ctest -L gpu --output-on-failure --timeout 900"
   # On the GPU machine a Skipped gpu test is a failure of the check: it did not see the GPU.
   step gpu_tests_not_skipped bash -c "! grep -E '\*\*\*Skipped' '$OUT/logs/ctest_gpu.log'"
-  step ctest_device_unit bash -c "cd '$build' && ctest -R 'test_device|DeviceChoice|CpuDevice|test_comm_staging' --output-on-failure"
+  step ctest_device_unit bash -c "cd '$build' && ctest -R 'test_device|DeviceChoice|CpuDevice|test_comm_staging|LinkOrder' --output-on-failure"
   step doctor_1rank "$lb" doctor
   step doctor_2ranks_shared mpirun -n 2 "$lb" doctor
   local work=$OUT/runs
