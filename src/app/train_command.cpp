@@ -68,9 +68,10 @@ void set_threads(int n) {
 // Collective: this rank's device (parallel.device, parallel.backend; docs/gpu.md), the CUDA device opened
 // in `gpu` when it is one. Every rank gets the same kind and backend, and two ranks of one host share a GPU
 // only with the mpi backend (NCCL refuses two ranks of a communicator on one device); anything else is a
-// ConfigError on every rank, naming the key.
+// ConfigError on every rank, naming the key. `sharing` is how many ranks of this host use this rank's device
+// (its host's ranks on CPU, the ranks with its GPU's UUID on CUDA).
 device::Choice choose_device(MPI_Comm world, const RunConfig& cfg, const comm::Topology& topo,
-                             std::unique_ptr<device::Device>& gpu) {
+                             std::unique_ptr<device::Device>& gpu, int& sharing) {
   const device::ChoiceInputs in = device::this_process_inputs(cfg.parallel.device, cfg.parallel.backend,
                                                                topo.host_local_rank, topo.host_local_size);
   device::Choice ch;
@@ -91,10 +92,16 @@ device::Choice choose_device(MPI_Comm world, const RunConfig& cfg, const comm::T
       throw ConfigError(cfg.input_path + ": parallel.device: rank 0 runs on " + kinds[0] + " but rank " +
                         std::to_string(r) + " on " + kinds[r] + " (device:backend; nodes with and without GPUs in "
                         "one job): set parallel.device and parallel.backend explicitly");
+  sharing = topo.host_local_size;
   if (ch.kind == device::Kind::kCuda) {
     std::vector<std::string> hosts;
     for (const auto& r : topo.ranks) hosts.push_back(r.host);
     const std::vector<std::string> uuids = train::allgather_strings(world, gpu->uuid());
+    int me = 0;
+    MPI_Comm_rank(world, &me);
+    sharing = 0;
+    for (size_t r = 0; r < uuids.size(); ++r)
+      sharing += hosts[r] == hosts[size_t(me)] && uuids[r] == uuids[size_t(me)] ? 1 : 0;
     const auto shared = device::shared_gpus(uuids, hosts);
     if (!shared.empty() && ch.backend != "mpi") {
       const auto [a, b] = shared.front();
@@ -231,7 +238,8 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
 
   comm::Topology topo = comm::discover_topology(mpi.world(), cfg.parallel.emulate_nodes, 0);
   std::unique_ptr<device::Device> gpu;
-  const device::Choice choice = choose_device(mpi.world(), cfg, topo, gpu);
+  int ranks_on_device = 1;
+  const device::Choice choice = choose_device(mpi.world(), cfg, topo, gpu, ranks_on_device);
   device::Device& dev = gpu ? *gpu : device::cpu_device();
   if (dev.is_cuda()) topo = comm::discover_topology(mpi.world(), cfg.parallel.emulate_nodes, device::cuda_visible_devices());
   // The data plane: NCCL on the GPU, or MPI (staging device buffers through pinned host memory on a GPU).
@@ -262,9 +270,10 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
     if (!problems.empty()) {
       ok = false;
       err = cfg.input_path + ": " + join(problems, "\n  ");
-    } else if (!dev.is_cuda()) {  // the planner models CPU ranks (host memory); docs/plan.md
+    } else {  // host memory on CPU, the GPU's memory on CUDA; docs/plan.md
       try {
-        train::check_fits_or_throw(cfg, mpi.size(), topo.host_local_size);
+        train::check_fits_or_throw(cfg, mpi.size(), ranks_on_device, dev.memory_available(),
+                                   dev.is_cuda() ? "GPU " + dev.str() : std::string("this node"));
       } catch (const ConfigError& e) {
         ok = false;
         err = cfg.input_path + ": " + e.what();

@@ -2,6 +2,7 @@
 #include <vector>
 
 #include "lorabench/core/error.hpp"
+#include "lorabench/core/sysinfo.hpp"
 #include "lorabench/device/device.hpp"
 #include "lorabench/metrics/memory.hpp"
 
@@ -25,6 +26,7 @@ class CpuDevice final : public Device {
   int64_t window_peak() const override { return metrics::tensor_bytes_window_peak(); }
   void reset_window_peak() override { metrics::reset_tensor_window_peak(); }
   bool memory_tracked() const override { return metrics::memory_counter_installed(); }
+  int64_t memory_available() const override { return sys::memory_available_bytes(); }
 
   std::unique_ptr<comm::SyncTimer> make_sync_timer() override { return comm::make_host_sync_timer(); }
 

@@ -75,6 +75,12 @@ class CudaDevice final : public Device {
     c10::cuda::CUDACachingAllocator::resetPeakStats(dev());
   }
   bool memory_tracked() const override { return true; }
+  int64_t memory_available() const override {
+    size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) return -1;
+    const MemoryStats m = memory();
+    return static_cast<int64_t>(free) + std::max<int64_t>(0, m.reserved - m.current);
+  }
 
   std::unique_ptr<comm::SyncTimer> make_sync_timer() override;
 

@@ -421,24 +421,25 @@ std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, 
   return o;
 }
 
-void check_fits_or_throw(const RunConfig& c, int world, int ranks_on_node) {
-  const int64_t avail = sys::memory_available_bytes();
+void check_fits_or_throw(const RunConfig& c, int world, int ranks_sharing, int64_t available, const std::string& where) {
+  const int64_t avail = available;
   if (avail < 0) return;
   const model::ModelShape shape = model_shape_of(c);
   const model::ModelLayout layout = model::build_layout(shape, lora_of(c));
   const strategy::MemoryPrediction ms = strategy::predict_model_state(c.parallel.strategy, layout, dtype_of(c), world);
   const int64_t act = activation_lower_bound(c);
   const int64_t need = ms.total() + act;
-  const int64_t per_rank = avail / std::max(1, ranks_on_node);
+  const int64_t per_rank = avail / std::max(1, ranks_sharing);
   if (need <= per_rank) return;
   throw ConfigError(strformat(
       "this run cannot fit: each rank needs at least %s (model state %s = %s, activations of %d x %d tokens at "
-      "least %s), and this node has %s available for %d rank%s (%s each). Lower data.seq_len or "
+      "least %s), and %s has %s available for %d rank%s (%s each). Lower data.seq_len or "
       "train.micro_batch, set model.activation_checkpointing = true, shard with parallel.strategy = fsdp, or use "
       "more nodes; `lorabench plan` predicts each option.",
       format_bytes(double(need)).c_str(), format_bytes(double(ms.total())).c_str(), ms.formula.c_str(),
-      c.train.micro_batch, c.data.seq_len, format_bytes(double(act)).c_str(), format_bytes(double(avail)).c_str(),
-      ranks_on_node, ranks_on_node == 1 ? "" : "s", format_bytes(double(per_rank)).c_str()));
+      c.train.micro_batch, c.data.seq_len, format_bytes(double(act)).c_str(), where.c_str(),
+      format_bytes(double(avail)).c_str(), ranks_sharing, ranks_sharing == 1 ? "" : "s",
+      format_bytes(double(per_rank)).c_str()));
 }
 
 }  // namespace lorabench::train

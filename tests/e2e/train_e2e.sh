@@ -107,6 +107,7 @@ case "$case_name" in
     # A run that cannot fit is refused before anything is written, with the numbers.
     run 2 huge.txt "$lorabench" "${tiny[@]}" --set run.name=huge --set data.seq_len=1000000 --set train.micro_batch=64
     expect_re huge.txt "this run cannot fit: each rank needs at least [0-9.]+ [GT]iB \(model state"
+    expect_re huge.txt "and this node has [0-9.]+ [GMT]iB available for 1 rank "
     [[ ! -e out/huge ]] || fail "a refused run created its directory"
     ;;
   help)

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "lorabench/core/error.hpp"
+#include "lorabench/core/sysinfo.hpp"
 #include "lorabench/device/device.hpp"
 #include "lorabench/metrics/memory.hpp"
 
@@ -140,6 +141,14 @@ TEST(CpuDevice, MemoryFollowsTheCountingAllocatorWithAWindowPeak) {
   EXPECT_LT(d.window_peak() - base, int64_t(4) << 20);  // the window started after the big one was freed
   EXPECT_GE(d.memory().peak - base, int64_t(4) << 20);  // and did not disturb the step's peak
   EXPECT_EQ(d.memory().reserved, d.memory().current);
+}
+
+// What the start-of-training check compares with on CPU: the node's available memory (docs/plan.md).
+TEST(CpuDevice, MemoryAvailableIsTheNodesAvailableMemory) {
+  const int64_t node = sys::memory_available_bytes();
+  const int64_t seen = device::cpu_device().memory_available();
+  ASSERT_GT(node, 0);
+  EXPECT_NEAR(double(seen), double(node), 0.05 * double(node));  // both read now; other processes move it a little
 }
 
 TEST(CpuDevice, TimerMarksTheHostClockInOrder) {

@@ -91,6 +91,10 @@ class Device {
   virtual void reset_window_peak() = 0;
   // False where memory() would not see the tensors (CPU without the counting allocator installed).
   virtual bool memory_tracked() const = 0;
+  // Bytes a run could still allocate here, or -1 when unknown: CPU, the node's MemAvailable (lowered to the
+  // cgroup's remaining limit); CUDA, the device's free memory plus what this process's caching allocator
+  // holds unused. What the start-of-training check (train::check_fits_or_throw) compares with.
+  virtual int64_t memory_available() const = 0;
 
   // ---- timing on the compute stream ----
   // A timer whose marks are points in the compute stream's order: CPU, the host clock when mark() is

@@ -95,7 +95,9 @@ std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, 
                           const CommBandwidth& bw, int cpus);
 
 // The start-of-training check: ConfigError with the numbers when this rank's model state plus the
-// activation lower bound exceeds the memory available to each rank of this node.
-void check_fits_or_throw(const RunConfig& c, int world, int ranks_on_node);
+// activation lower bound exceeds the memory available to each of the ranks sharing it: `available` bytes
+// (negative: unknown, no check) of `where` ("this node" for host memory, the GPU for device memory) split
+// over `ranks_sharing`.
+void check_fits_or_throw(const RunConfig& c, int world, int ranks_sharing, int64_t available, const std::string& where);
 
 }  // namespace lorabench::train
