@@ -97,11 +97,10 @@ device::Choice choose_device(MPI_Comm world, const RunConfig& cfg, const comm::T
     std::vector<std::string> hosts;
     for (const auto& r : topo.ranks) hosts.push_back(r.host);
     const std::vector<std::string> uuids = train::allgather_strings(world, gpu->uuid());
-    int me = 0;
-    MPI_Comm_rank(world, &me);
+    const size_t me = size_t(topo.rank);
     sharing = 0;
     for (size_t r = 0; r < uuids.size(); ++r)
-      sharing += hosts[r] == hosts[size_t(me)] && uuids[r] == uuids[size_t(me)] ? 1 : 0;
+      sharing += hosts[r] == hosts[me] && uuids[r] == uuids[me] ? 1 : 0;
     const auto shared = device::shared_gpus(uuids, hosts);
     if (!shared.empty() && ch.backend != "mpi") {
       const auto [a, b] = shared.front();
