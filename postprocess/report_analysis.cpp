@@ -206,6 +206,8 @@ TrainRow make_row(const RunRecord& r) {
   t.rss_peak = num(m, "rss_peak_bytes_max");
   t.pred_mem_peak = num(m, "predicted_tensor_peak_bytes");
   t.pred_rss = num(m, "predicted_rss_bytes");
+  t.reserved_peak = num(m, "mem_reserved_peak_bytes_max");
+  t.pred_reserved = num(m, "predicted_reserved_bytes");
   t.pred_step = num(m, "predicted_step_time_s");
   t.mem_state = num(m, "mem_current_bytes_max");
   t.trainable = num(m, "trainable_params");

@@ -91,6 +91,7 @@ struct TrainRow {
   double mfu = NAN, mem_peak = NAN, rss_peak = NAN, mem_state = NAN;
   // The planner's prediction recorded at start (run.predict; absent in older files or with it off).
   double pred_mem_peak = NAN, pred_rss = NAN, pred_step = NAN;
+  double reserved_peak = NAN, pred_reserved = NAN;  // GPU runs: the caching allocator's reserved bytes
   double trainable = NAN, trainable_ratio = NAN;
   std::vector<std::pair<double, double>> loss_curve;  // (step, loss), first trial
 

@@ -221,16 +221,29 @@ void section_runs(std::ostringstream& o, const Analysis& a) {
   o << " MFU = model FLOPs / (step time x world x peak FLOP/s per rank).\n\n";
 }
 
-// The planner's prediction beside the measurement, for every run that recorded one.
+// The planner's prediction beside the measurement, for every run that recorded one. GPU runs predict the
+// caching allocator's reserved bytes (what must fit in the GPU) instead of the RSS: those columns appear
+// when a run has them.
 void section_prediction(std::ostringstream& o, const Analysis& a) {
-  Table t({"run", "strategy", "world", "tensor peak / rank: predicted", "measured", "ratio", "RSS / rank: predicted",
-           "measured", "ratio", "step time (ms): predicted", "measured", "ratio"});
+  bool gpu = false;
+  for (const auto& r : a.train) gpu = gpu || known(r.pred_reserved);
+  std::vector<std::string> cols = {"run", "strategy", "world", "tensor peak / rank: predicted", "measured", "ratio",
+                                   "RSS / rank: predicted", "measured", "ratio"};
+  if (gpu) cols.insert(cols.end(), {"GPU reserved / rank: predicted", "measured", "ratio"});
+  cols.insert(cols.end(), {"step time (ms): predicted", "measured", "ratio"});
+  Table t(cols);
   auto ratio = [](double p, double m) { return known(p) && known(m) && m > 0 ? strformat("%.2f", p / m) : std::string(kNA); };
   for (const auto& r : a.train) {
     if (!r.run->completed() || !(known(r.pred_mem_peak) || known(r.pred_step))) continue;
-    t.add({r.run->name, or_na(r.strategy), intish(r.world), bytes(r.pred_mem_peak), bytes(r.mem_peak),
-           ratio(r.pred_mem_peak, r.mem_peak), bytes(r.pred_rss), bytes(r.rss_peak), ratio(r.pred_rss, r.rss_peak),
-           ms(r.pred_step), ms(r.step_mean), ratio(r.pred_step, r.step_mean)});
+    std::vector<std::string> row = {r.run->name, or_na(r.strategy), intish(r.world), bytes(r.pred_mem_peak),
+                                    bytes(r.mem_peak), ratio(r.pred_mem_peak, r.mem_peak), bytes(r.pred_rss),
+                                    bytes(r.rss_peak), ratio(r.pred_rss, r.rss_peak)};
+    if (gpu) {
+      const double measured = known(r.pred_reserved) ? r.reserved_peak : NAN;
+      row.insert(row.end(), {bytes(r.pred_reserved), bytes(measured), ratio(r.pred_reserved, measured)});
+    }
+    row.insert(row.end(), {ms(r.pred_step), ms(r.step_mean), ratio(r.pred_step, r.step_mean)});
+    t.add(row);
   }
   if (t.empty()) return;
   o << "## Prediction vs measurement\n\n" << t.str() << "\n";

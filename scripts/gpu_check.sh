@@ -12,7 +12,8 @@
 #                                         there against that machine's python3 torch (all cores), runs
 #                                         `ctest -L gpu`, `lorabench doctor`, 20 steps of single on one GPU
 #                                         (NCCL) and of ddp, zero1, zero2, fsdp on 2 ranks sharing it (MPI,
-#                                         staged), fp32 and bf16; writes OUT/summary.md, logs and run files
+#                                         staged), fp32 and bf16, each recording the planner's prediction,
+#                                         and `lorabench plan` on the GPU; writes OUT/summary.md, logs and run files
 #   scripts/gpu_check.sh bench OUT [DIR]  on the GPU machine after `run` (its build-gpu/ kept): the GPU table of
 #                                         issue 21, scripts/bench.sh's GPU workload (lorabench against
 #                                         transformers + peft eager, torch.compile and Liger Kernel, 2 rounds)
@@ -201,17 +202,25 @@ run() {
   local dtype s
   for dtype in fp32 bf16; do
     step "single_$dtype" bash -c "cd '$work' && '$lb' '$here/inputs/tiny.ini' --set run.steps=20 --set model.dtype=$dtype \
-      --set parallel.device=cuda --set parallel.backend=nccl --set profile.peak_gflops=0 --set run.name=single-$dtype"
+      --set parallel.device=cuda --set parallel.backend=nccl --set profile.peak_gflops=0 --set run.predict=true \
+      --set run.name=single-$dtype"
     for s in ddp zero1 zero2 fsdp; do
       step "${s}_2ranks_$dtype" bash -c "cd '$work' && mpirun -n 2 '$lb' '$here/inputs/tiny.ini' --set run.steps=20 \
         --set model.dtype=$dtype --set parallel.strategy=$s --set parallel.device=cuda --set parallel.backend=mpi \
-        --set profile.peak_gflops=0 --set run.name=$s-$dtype"
+        --set profile.peak_gflops=0 --set run.predict=true --set run.name=$s-$dtype"
     done
   done
   # The small preset on one GPU: a size where the GPU, not the launch overhead, sets the step time.
   step single_small_bf16 bash -c "cd '$work' && '$lb' '$here/inputs/tiny.ini' --set model.preset=small --set run.steps=20 \
     --set model.dtype=bf16 --set data.seq_len=512 --set train.micro_batch=8 --set parallel.device=cuda \
-    --set profile.peak_gflops=0 --set run.name=single-small-bf16"
+    --set profile.peak_gflops=0 --set run.predict=true --set run.name=single-small-bf16"
+  # The planner on the GPU (docs/plan.md): one process (no bandwidth), and 2 ranks sharing the GPU through
+  # the staged MPI backend (bandwidth measured on device buffers).
+  step plan_gpu "$lb" plan "$here/inputs/tiny.ini" --set model.preset=small --set model.dtype=bf16 \
+    --set data.seq_len=512 --set train.micro_batch=8 --set parallel.device=cuda -o "$OUT/plan-gpu.md"
+  step plan_gpu_2ranks_shared mpirun -n 2 "$lb" plan "$here/inputs/tiny.ini" --set model.preset=small \
+    --set model.dtype=bf16 --set data.seq_len=512 --set train.micro_batch=8 --set parallel.device=cuda \
+    --set parallel.backend=mpi -n 2 -o "$OUT/plan-gpu-2ranks.md"
   step report bash -c "cd '$work' && '$build/postprocess/lorabench-report' outputs/*/run.h5 > '$OUT/report.md'"
 
   {
@@ -243,6 +252,11 @@ run() {
       echo "    $(grep -E '^run: ' "$f" | tail -n 1)"
     done
     echo '```'
+    echo
+    echo "## the planner on the GPU"
+    cat "$OUT/plan-gpu.md" "$OUT/plan-gpu-2ranks.md" 2>/dev/null
+    echo
+    awk '/^## / { on = ($0 == "## Prediction vs measurement") } on' "$OUT/report.md" 2>/dev/null
     [[ -s $OUT/failures.md ]] && { echo; echo "## failures"; cat "$OUT/failures.md"; }
   } >"$OUT/summary.md"
   # The run files, without checkpoints or adapters (they stay small).

@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "lorabench/comm/mpi_communicator.hpp"
+#include "device_setup.hpp"
+#include "lorabench/comm/topology.hpp"
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/strings.hpp"
 #include "lorabench/core/sysinfo.hpp"
+#include "lorabench/device/device.hpp"
 #include "lorabench/metrics/memory.hpp"
 #include "lorabench/train/control.hpp"
 #include "lorabench/train/plan.hpp"
@@ -57,11 +59,13 @@ int plan_main(MpiSession& mpi, int argc, char** argv) {
           "usage: lorabench plan INPUT.ini [-n N ...] [--strategy LIST] [--ranks-per-node K] [--comm RUN.h5]\n"
           "                      [-o FILE] [--no-probe] [--set section.key=value ...]\n\n"
           "Predicts per-rank memory (model state, activations, strategy buffers; RSS against the memory of this\n"
-          "node) and step time (a probe of 1- and 2-layer models, plus collectives over the bus bandwidth) for\n"
-          "each strategy and world size, before anything is allocated at full size. docs/plan.md.\n"
+          "node, or of its GPU when parallel.device resolves to cuda) and step time (a probe of 1- and 2-layer\n"
+          "models on that device, plus collectives over the bus bandwidth) for each strategy and world size,\n"
+          "before anything is allocated at full size. docs/plan.md.\n"
           "  -n N            world sizes (repeatable or comma-separated; default 1,2,4)\n"
           "  --strategy L    strategies (default: single for 1 rank, ddp,zero1,zero2,fsdp for more)\n"
-          "  --ranks-per-node K  ranks sharing this node's CPUs and memory (default: all of them)\n"
+          "  --ranks-per-node K  ranks sharing this node's CPUs and memory (default: all of them; on GPUs, one\n"
+          "                  per GPU of this node with NCCL, all of them sharing its GPUs with the mpi backend)\n"
           "  --comm RUN.h5   bus bandwidths from a `lorabench comm` run file (default: measured on the ranks\n"
           "                  of this job under mpirun, else estimated from memcpy)\n"
           "  -o FILE         also write the table to FILE\n"
@@ -83,12 +87,32 @@ int plan_main(MpiSession& mpi, int argc, char** argv) {
   o.probe = !no_probe;
 
   o.node_cpus = train::node_cpus(mpi.world());
+  // The device the run would take (parallel.device; docs/gpu.md): on a GPU the probe runs there, a rank's
+  // memory is its GPU's, and the bandwidth is measured with the run's own communicator on device buffers.
+  comm::Topology topo = comm::discover_topology(mpi.world(), cfg.parallel.emulate_nodes, 0);
+  std::unique_ptr<device::Device> gpu;
+  int sharing = 1;
+  const device::Choice choice = choose_device(mpi.world(), cfg, topo, gpu, sharing);
+  device::Device& dev = gpu ? *gpu : device::cpu_device();
+  if (dev.is_cuda()) {
+    o.gpu = true;
+    o.gpus_per_node = device::cuda_visible_devices();
+    o.share_gpus = choice.backend == "mpi";
+    o.gpu_available = dev.memory_available();
+    std::string name = dev.str();
+    for (const auto& [k, v] : dev.describe())
+      if (k == "gpu_name") name += " (" + v + ")";
+    o.gpu_name = name;
+  }
   train::CommBandwidth bw;
   if (!comm_file.empty()) {
     bw = train::bandwidth_from_file(comm_file);
   } else if (mpi.size() > 1) {
-    auto comm = comm::make_mpi_communicator(mpi.world());
-    bw = train::measure_bandwidth(*comm, mpi.world());
+    auto comm = make_data_plane(mpi.world(), choice, dev);
+    bw = train::measure_bandwidth(*comm, mpi.world(), dev);
+  } else if (dev.is_cuda()) {
+    bw.source = "not known: one process cannot measure the GPUs' interconnect; give --comm RUN.h5 (`lorabench "
+                "comm` on the GPUs) or run plan under srun/mpirun with one rank per GPU";
   } else {
     bw = train::estimate_bandwidth();
   }
@@ -101,19 +125,20 @@ int plan_main(MpiSession& mpi, int argc, char** argv) {
     ~Release() { train::quiet_barrier(w); }
   } release{mpi.world()};
   train::ProbeResult probe;
-  if (o.probe) probe = train::probe_model(cfg);
+  if (o.probe) probe = train::probe_model(cfg, dev);
   const auto rows = train::make_plan(cfg, o, o.probe ? &probe : nullptr, bw);
-  const std::string md = train::plan_markdown(cfg, rows, o.probe ? &probe : nullptr, bw, o.node_cpus);
+  const std::string md = train::plan_markdown(cfg, rows, o.probe ? &probe : nullptr, bw, o);
   std::printf("%s", md.c_str());
   if (!tsv_file.empty()) {
     std::ofstream f(tsv_file);
     f << "strategy\tworld\tranks_per_node\tmodel_state_bytes\tactivation_bytes\tstrategy_extra_bytes\t"
-         "tensor_peak_bytes\trss_bytes\tavailable_bytes\tfits\tstep_s\tcompute_s\tcomm_s\ttokens_per_s\n";
+         "tensor_peak_bytes\trss_bytes\tavailable_bytes\tfits\tstep_s\tcompute_s\tcomm_s\ttokens_per_s\t"
+         "reserved_bytes\tranks_per_gpu\tdevice\n";
     for (const auto& r : rows)
       f << r.strategy << '\t' << r.world << '\t' << r.ranks_per_node << '\t' << r.model_state << '\t' << r.activations
         << '\t' << r.strategy_extra << '\t' << r.tensor_peak << '\t' << r.rss << '\t' << r.available << '\t'
         << (r.fits ? 1 : 0) << '\t' << r.step_s << '\t' << r.compute_s << '\t' << r.comm_s << '\t' << r.tokens_per_s
-        << '\n';
+        << '\t' << r.reserved << '\t' << r.ranks_per_gpu << '\t' << (o.probe ? probe.device : dev.str()) << '\n';
     if (!f) throw IoError(tsv_file + ": cannot write");
   }
   if (!out_file.empty()) {

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "commands.hpp"
+#include "device_setup.hpp"
 #include "lorabench/comm/delayed_communicator.hpp"
 #include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/comm/nccl_communicator.hpp"
@@ -63,54 +64,6 @@ void set_threads(int n) {
   at::set_num_threads(n);
   using SetFn = void (*)(int);
   if (auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) fn(n);
-}
-
-// Collective: this rank's device (parallel.device, parallel.backend; docs/gpu.md), the CUDA device opened
-// in `gpu` when it is one. Every rank gets the same kind and backend, and two ranks of one host share a GPU
-// only with the mpi backend (NCCL refuses two ranks of a communicator on one device); anything else is a
-// ConfigError on every rank, naming the key. `sharing` is how many ranks of this host use this rank's device
-// (its host's ranks on CPU, the ranks with its GPU's UUID on CUDA).
-device::Choice choose_device(MPI_Comm world, const RunConfig& cfg, const comm::Topology& topo,
-                             std::unique_ptr<device::Device>& gpu, int& sharing) {
-  const device::ChoiceInputs in = device::this_process_inputs(cfg.parallel.device, cfg.parallel.backend,
-                                                               topo.host_local_rank, topo.host_local_size);
-  device::Choice ch;
-  bool ok = true;
-  std::string err;
-  try {
-    ch = device::choose(in);
-    if (ch.kind == device::Kind::kCuda) gpu = device::make_device(ch);
-  } catch (const Error& e) {
-    ok = false;
-    err = e.what();
-  }
-  if (!train::agree_status(world, ok, err)) throw ConfigError(cfg.input_path + ": " + err);
-
-  const std::vector<std::string> kinds = train::allgather_strings(world, device::kind_name(ch.kind) + (":" + ch.backend));
-  for (size_t r = 1; r < kinds.size(); ++r)
-    if (kinds[r] != kinds[0])
-      throw ConfigError(cfg.input_path + ": parallel.device: rank 0 runs on " + kinds[0] + " but rank " +
-                        std::to_string(r) + " on " + kinds[r] + " (device:backend; nodes with and without GPUs in "
-                        "one job): set parallel.device and parallel.backend explicitly");
-  sharing = topo.host_local_size;
-  if (ch.kind == device::Kind::kCuda) {
-    std::vector<std::string> hosts;
-    for (const auto& r : topo.ranks) hosts.push_back(r.host);
-    const std::vector<std::string> uuids = train::allgather_strings(world, gpu->uuid());
-    const size_t me = size_t(topo.rank);
-    sharing = 0;
-    for (size_t r = 0; r < uuids.size(); ++r)
-      sharing += hosts[r] == hosts[me] && uuids[r] == uuids[me] ? 1 : 0;
-    const auto shared = device::shared_gpus(uuids, hosts);
-    if (!shared.empty() && ch.backend != "mpi") {
-      const auto [a, b] = shared.front();
-      throw ConfigError(cfg.input_path + ": parallel.backend: ranks " + std::to_string(a) + " and " +
-                        std::to_string(b) + " on " + hosts[size_t(a)] + " share " + uuids[size_t(a)] +
-                        ", and NCCL needs one GPU per rank: launch one rank per GPU (srun --gpus-per-task=1), "
-                        "or set parallel.backend = mpi to share the GPU (buffers staged through host memory)");
-    }
-  }
-  return ch;
 }
 
 io::KeyValues provenance(const MpiSession& mpi, const comm::Topology& topo, const RunConfig& cfg, int argc,
@@ -241,10 +194,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   const device::Choice choice = choose_device(mpi.world(), cfg, topo, gpu, ranks_on_device);
   device::Device& dev = gpu ? *gpu : device::cpu_device();
   if (dev.is_cuda()) topo = comm::discover_topology(mpi.world(), cfg.parallel.emulate_nodes, device::cuda_visible_devices());
-  // The data plane: NCCL on the GPU, or MPI (staging device buffers through pinned host memory on a GPU).
-  std::unique_ptr<comm::Communicator> comm =
-      choice.backend == "nccl" ? comm::make_nccl_communicator(mpi.world(), dev.index())
-                               : device::make_staging_communicator(comm::make_mpi_communicator(mpi.world()), dev);
+  std::unique_ptr<comm::Communicator> comm = make_data_plane(mpi.world(), choice, dev);
   if (cfg.fault.comm_delay_ms > 0) comm = comm::make_delayed_communicator(std::move(comm), cfg.fault.comm_delay_ms / 1000.0);
 
   // The files the input names exist (checked before anything is written), and the run's name: with
@@ -378,27 +328,35 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
     LB_MPI_CHECK(MPI_Barrier(mpi.world()));
   }
 
-  // The planner's prediction for this very run, recorded beside what it measures (lorabench plan).
-  if (cfg.run.predict && dev.is_cuda()) {
-    log::info("run.predict: the planner models CPU ranks; no prediction is recorded for a run on " + dev.str());
-  } else if (cfg.run.predict) {
+  // The planner's prediction for this very run, recorded beside what it measures (lorabench plan): on
+  // its device (a GPU run probes on its GPU), with the bandwidth of its own communicator.
+  if (cfg.run.predict) {
     const int cpus = train::node_cpus(mpi.world());
     const train::CommBandwidth bw =
-        mpi.size() > 1 ? train::measure_bandwidth(*comm, mpi.world()) : train::estimate_bandwidth();
+        mpi.size() > 1 ? train::measure_bandwidth(*comm, mpi.world(), dev) : train::estimate_bandwidth();
     if (run) {
       const double t0 = sys::now_s();
-      const train::ProbeResult probe = train::probe_model(cfg);
+      const train::ProbeResult probe = train::probe_model(cfg, dev);
       train::PlanOptions po;
       po.worlds = {mpi.size()};
       po.strategies = {cfg.parallel.strategy};
       po.ranks_per_node = topo.host_local_size;
       po.node_cpus = cpus;
+      if (dev.is_cuda()) {
+        po.gpu = true;
+        po.gpus_per_node = device::cuda_visible_devices();
+        po.share_gpus = choice.backend == "mpi";
+        po.gpu_available = dev.memory_available();  // the whole GPU's: make_plan splits it over its ranks
+      }
       const auto rows = train::make_plan(cfg, po, &probe, bw);
       if (!rows.empty()) {
         const train::PlanRow& p = rows.front();
         run->write_summary("predicted_tensor_peak_bytes", double(p.tensor_peak));
         run->write_summary("predicted_activation_bytes", double(p.activations));
-        run->write_summary("predicted_rss_bytes", double(p.rss));
+        if (dev.is_cuda())
+          run->write_summary("predicted_reserved_bytes", double(p.reserved));
+        else
+          run->write_summary("predicted_rss_bytes", double(p.rss));
         run->write_summary("predicted_step_time_s", p.step_s);
         run->write_summary("predicted_compute_s", p.compute_s);
         run->write_summary("predicted_comm_s", p.comm_s);

@@ -82,6 +82,11 @@ class CudaDevice final : public Device {
     return static_cast<int64_t>(free) + std::max<int64_t>(0, m.reserved - m.current);
   }
 
+  void release_cached() override {
+    synchronize();
+    c10::cuda::CUDACachingAllocator::emptyCache();
+  }
+
   std::unique_ptr<comm::SyncTimer> make_sync_timer() override;
 
   std::vector<std::pair<std::string, std::string>> describe() const override {

@@ -83,6 +83,8 @@ const std::vector<std::pair<const char*, const char*>>& summary_attributes() {
       {"mem_peak_bytes_max", "largest per-rank peak tensor memory of any step"},
       {"mem_current_bytes_max", "largest per-rank tensor memory held at the end of the last step (model state)"},
       {"rss_peak_bytes_max", "largest per-rank peak RSS of any step"},
+      {"mem_reserved_peak_bytes_max", "largest per-rank peak of the memory the allocator held (CUDA: reserved; CPU: "
+                                      "= mem_peak_bytes_max)"},
       {"flops_per_step", "model FLOPs of one optimizer step over all ranks (docs/metrics.md)"},
       {"flops_per_token", "model FLOPs per token at seq_len"},
       {"peak_flops_per_rank", "peak FLOP/s per rank used for MFU"},

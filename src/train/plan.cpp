@@ -14,6 +14,8 @@
 #include "lorabench/core/mpi_session.hpp"
 #include "lorabench/core/strings.hpp"
 #include "lorabench/core/sysinfo.hpp"
+#include "lorabench/device/device.hpp"
+#include "lorabench/device/torch_device.hpp"
 #include "lorabench/io/h5.hpp"
 #include "lorabench/io/run_file.hpp"
 #include "lorabench/io/schema.hpp"
@@ -42,6 +44,8 @@ at::ScalarType dtype_of(const RunConfig& c) { return c.model.dtype == "bf16" ? a
 
 struct OneProbe {
   int64_t activations = 0;  // peak tensor bytes of a step above the state held between steps
+  int64_t persistent = 0;   // held between steps beyond the strategy's model state
+  int64_t slack = 0;        // reserved beyond allocated at the step's peak (the caching allocator; 0 on CPU)
   double micro_s = 0, optimizer_s = 0;
   double layer_s = 0;       // median forward + backward time of one decoder layer (per-unit timing)
 };
@@ -52,10 +56,11 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-// Trains `layers` decoder layers of the configured model for a few steps on one rank (no communicator):
-// the memory of the first measured step, the median step times, and each decoder layer's forward +
-// backward from the per-unit timing hook.
-OneProbe probe_layers(const RunConfig& c, int layers, int micro_batch, int seq, bool timed) {
+// Trains `layers` decoder layers of the configured model for a few steps on one rank (no communicator) on
+// `dev`: the memory of the first measured step, the median step times, and (CPU) each decoder layer's
+// forward + backward from the per-unit timing hook. That hook reads the host clock, which on a GPU is when
+// the work was queued, not when it ran: there the caller derives a layer's time from two depths instead.
+OneProbe probe_layers(const RunConfig& c, device::Device& dev, int layers, int micro_batch, int seq, bool timed) {
   model::ModelShape shape = model_shape_of(c);
   shape.layers = layers;
   const model::ModelLayout layout = model::build_layout(shape, lora_of(c));
@@ -63,7 +68,7 @@ OneProbe probe_layers(const RunConfig& c, int layers, int micro_batch, int seq, 
   spec.name = "single";
   spec.grad_accum = 1;
   spec.sync_every_micro = false;
-  auto strat = strategy::TrainingStrategy::create(spec, layout, dtype_of(c), nullptr);
+  auto strat = strategy::TrainingStrategy::create(spec, layout, dtype_of(c), nullptr, &dev);
   strategy::InitSource src;
   src.seed = c.run.seed;
   src.random_values = false;
@@ -81,12 +86,14 @@ OneProbe probe_layers(const RunConfig& c, int layers, int micro_batch, int seq, 
   sc.slow_factor = 1;
   sc.schedule.total_steps = 4;
   std::map<std::string, double> unit_s;  // this step's forward + backward per decoder layer
-  for (const auto& u : layout.units)
-    if (u.kind == model::UnitKind::kLayer) unit_s[u.name] = 0;
-  sc.options.on_unit = [&unit_s](const std::string& unit, model::Pass, double t0, double t1) {
-    auto it = unit_s.find(unit);
-    if (it != unit_s.end()) it->second += t1 - t0;
-  };
+  if (!dev.is_cuda()) {
+    for (const auto& u : layout.units)
+      if (u.kind == model::UnitKind::kLayer) unit_s[u.name] = 0;
+    sc.options.on_unit = [&unit_s](const std::string& unit, model::Pass, double t0, double t1) {
+      auto it = unit_s.find(unit);
+      if (it != unit_s.end()) it->second += t1 - t0;
+    };
+  }
   sc.schedule.total_steps = kProbeMaxSteps + 1;
   StepRunner runner(layout, *strat, *source, sc, MPI_COMM_SELF);
   runner.run(0);  // first touch, kernel selection
@@ -99,10 +106,15 @@ OneProbe probe_layers(const RunConfig& c, int layers, int micro_batch, int seq, 
   for (int64_t step = 1; step <= kProbeMaxSteps && (step <= min_steps || (timed && measured < kProbeSeconds));
        ++step) {
     for (auto& [name, s] : unit_s) s = 0;
-    const int64_t held = metrics::tensor_bytes_current();
-    metrics::reset_tensor_peak();
+    const int64_t held = dev.memory().current;
+    dev.reset_peak();
     const StepResult r = runner.run(step);
-    if (step == 1) p.activations = metrics::tensor_bytes_peak() - held;
+    if (step == 1) {
+      const device::MemoryStats m = dev.memory();
+      p.activations = m.peak - held;
+      p.persistent = std::max<int64_t>(0, held - strat->predict_memory().total());
+      p.slack = std::max<int64_t>(0, m.reserved_peak - m.peak);
+    }
     micro.push_back(r.times.data + r.times.forward + r.times.backward);
     measured += r.times.step;
     opt.push_back(r.times.optimizer);
@@ -133,13 +145,18 @@ int64_t round_up(int64_t n, int64_t k) { return (n + k - 1) / k * k; }
 
 }  // namespace
 
-// Bus bandwidth of the three collectives on the ranks of this job: 16 MiB fp32, best of 3 after a warm-up.
-CommBandwidth measure_bandwidth(comm::Communicator& comm, MPI_Comm world) {
+// Bus bandwidth of the three collectives on the ranks of this job: 16 MiB fp32, best of 3 after a warm-up,
+// with the buffers where the run keeps its tensors (device memory on a GPU: NCCL, or MPI staging them).
+CommBandwidth measure_bandwidth(comm::Communicator& comm, MPI_Comm world, device::Device& dev) {
   int w = 1;
   MPI_Comm_size(world, &w);
   // 16 MiB in all (nccl-tests' size: the full buffer), whatever the world size: memory stays bounded.
   const size_t per_rank = std::max<size_t>(1, (size_t(4) << 20) / size_t(w));  // floats
-  std::vector<float> send(per_rank * size_t(w), 1.0f), recv(per_rank * size_t(w), 0.0f);
+  const auto opts = at::TensorOptions().dtype(at::kFloat).device(device::torch_device(dev));
+  at::Tensor send_t = at::ones({int64_t(per_rank) * w}, opts), recv_t = at::zeros({int64_t(per_rank) * w}, opts);
+  float* send = send_t.data_ptr<float>();
+  float* recv = recv_t.data_ptr<float>();
+  dev.synchronize();
   auto best = [&](const std::function<void()>& call) {
     call();
     double b = 1e30;
@@ -155,15 +172,16 @@ CommBandwidth measure_bandwidth(comm::Communicator& comm, MPI_Comm world) {
   const double fw = double(w - 1) / w;
   CommBandwidth bw;
   bw.all_reduce = bytes * 2 * fw / best([&] {
-    comm.all_reduce(send.data(), per_rank * size_t(w), comm::DataType::kFloat32, comm::ReduceOp::kSum);
+    comm.all_reduce(send, per_rank * size_t(w), comm::DataType::kFloat32, comm::ReduceOp::kSum);
   }) / 1e9;
   bw.all_gather = bytes * fw / best([&] {
-    comm.all_gather(send.data(), recv.data(), per_rank, comm::DataType::kFloat32);
+    comm.all_gather(send, recv, per_rank, comm::DataType::kFloat32);
   }) / 1e9;
   bw.reduce_scatter = bytes * fw / best([&] {
-    comm.reduce_scatter(send.data(), recv.data(), per_rank, comm::DataType::kFloat32, comm::ReduceOp::kSum);
+    comm.reduce_scatter(send, recv, per_rank, comm::DataType::kFloat32, comm::ReduceOp::kSum);
   }) / 1e9;
-  bw.source = strformat("measured now on %d ranks (16 MiB buffers, fp32, best of 3)", w);
+  bw.source = strformat("measured now on %d ranks (16 MiB buffers on %s, fp32, best of 3)", w,
+                        dev.is_cuda() ? "the GPUs" : "the CPUs");
   return bw;
 }
 
@@ -232,27 +250,35 @@ CommBandwidth bandwidth_from_file(const std::string& path) {
   return bw;
 }
 
-ProbeResult probe_model(const RunConfig& c) {
+ProbeResult probe_model(const RunConfig& c, device::Device& dev) {
   const model::ModelShape shape = model_shape_of(c);
   const int L = static_cast<int>(shape.layers);
   const int B = c.train.micro_batch;
   const int64_t T = c.data.seq_len;
   int Bp = static_cast<int>(std::min<int64_t>(B, kProbeTokens / 2));
   int64_t Tp = std::min<int64_t>(T, std::max<int64_t>(2, kProbeTokens / Bp));
-  // Memory from both; time from the 2-layer model only (its per-layer median), so the 1-layer one runs
-  // a single measured step.
-  const OneProbe one = probe_layers(c, 1, Bp, static_cast<int>(Tp), false);
-  const OneProbe two = probe_layers(c, 2, Bp, static_cast<int>(Tp), true);
+  // Memory from both. Time on CPU from the 2-layer model only (its per-layer median), so the 1-layer one
+  // runs a single measured step; on a GPU a layer's time is the difference of the two models' median
+  // micro-steps (CUDA events; a GPU's step time holds still where a shared CPU's does not).
+  const bool gpu = dev.is_cuda();
+  const OneProbe one = probe_layers(c, dev, 1, Bp, static_cast<int>(Tp), gpu);
+  const OneProbe two = probe_layers(c, dev, 2, Bp, static_cast<int>(Tp), true);
+  dev.release_cached();
   ProbeResult p;
+  p.device = dev.str();
   p.tokens = int64_t(B) * T;
   const double scale_tokens = double(int64_t(B) * T) / double(int64_t(Bp) * Tp);
   const metrics::LoraSpec ml = metrics::LoraSpec::from_names(c.lora.enabled, c.lora.r, c.lora.targets);
   const double fpt = double(metrics::training_flops_per_token(flops_shape(shape), ml, T).total());
   const double fpt_probe = double(metrics::training_flops_per_token(flops_shape(shape), ml, Tp).total());
   p.activation_bytes = int64_t(std::llround(extrapolate(double(one.activations), double(two.activations), L) * scale_tokens));
+  p.persistent_bytes = std::max(one.persistent, two.persistent);
+  p.slack_bytes = std::max<int64_t>(
+      0, int64_t(std::llround(extrapolate(double(one.slack), double(two.slack), L) * scale_tokens)));
+  const double layer_s = gpu ? std::max(0.0, two.micro_s - one.micro_s) : two.layer_s;
   // Time: the 2-layer model's step with its layers replaced by L of them (the per-layer median is robust
   // where the difference of two step times is not).
-  p.micro_s = (two.micro_s + double(L - 2) * two.layer_s) * scale_tokens * fpt / fpt_probe;
+  p.micro_s = (two.micro_s + double(L - 2) * layer_s) * scale_tokens * fpt / fpt_probe;
   // The update's time follows the trainable parameters, which (LoRA or full fine-tuning alike) are almost all
   // in the decoder layers.
   p.optimizer_s = two.optimizer_s * double(L) / 2.0;
@@ -262,10 +288,11 @@ ProbeResult probe_model(const RunConfig& c) {
       (double(metrics::training_flops_per_token(flops_shape(shape), ml, Tp).total()) -
        double(metrics::training_flops_per_token(flops_shape(s1), ml, Tp).total())) / double(std::max(1, L - 1)) *
       double(int64_t(Bp) * Tp);
-  const double layer_s = two.layer_s;
   p.layer_gflops = L > 1 && layer_s > 0 ? layer_flops / layer_s / 1e9 : 0;
-  p.note = strformat("probe: 1- and 2-layer models, micro-batch %d x %lld tokens, %d thread%s", Bp, (long long)Tp,
-                     c.parallel.threads_per_rank, c.parallel.threads_per_rank == 1 ? "" : "s");
+  p.note = gpu ? strformat("probe: 1- and 2-layer models on %s, micro-batch %d x %lld tokens", p.device.c_str(), Bp,
+                           (long long)Tp)
+               : strformat("probe: 1- and 2-layer models, micro-batch %d x %lld tokens, %d thread%s", Bp,
+                           (long long)Tp, c.parallel.threads_per_rank, c.parallel.threads_per_rank == 1 ? "" : "s");
   if (Bp != B || Tp != T)
     p.note += strformat("; extrapolated to %d x %lld tokens (memory by tokens, time by FLOPs)", B, (long long)T);
   return p;
@@ -304,7 +331,8 @@ std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const P
     layer_t = std::max(layer_t, u.trainable_numel);
   }
   const int64_t process = sys::current_rss();
-  const int64_t avail_node = sys::memory_available_bytes();
+  const int64_t avail_node = o.gpu ? o.gpu_available : sys::memory_available_bytes();
+  const int gpus = std::max(1, o.gpus_per_node);
   const int cpus = o.node_cpus > 0 ? o.node_cpus : sys::usable_cpus();
   const int accum = c.train.grad_accum;
 
@@ -319,7 +347,11 @@ std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const P
       PlanRow r;
       r.strategy = st;
       r.world = w;
-      r.ranks_per_node = o.ranks_per_node > 0 ? std::min(w, o.ranks_per_node) : w;
+      // Unless told: CPU ranks all on this node; GPU ranks on nodes like this one, one rank per GPU (NCCL), or
+      // all on this node sharing its GPUs (parallel.backend = mpi).
+      r.ranks_per_node = o.ranks_per_node > 0         ? std::min(w, o.ranks_per_node)
+                         : o.gpu && !o.share_gpus ? std::min(w, gpus)
+                                                  : w;
       const strategy::MemoryPrediction ms = strategy::predict_model_state(st, layout, dtype, w);
       r.model_state = ms.total();
       r.formula = ms.formula;
@@ -336,12 +368,26 @@ std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const P
         // hidden states (W x N x D in the model dtype) and their fp32 gradient.
         r.strategy_extra = held * gathered + round_up(layer_t, w) * 4 + (w - 1) * N * D * (ds + 4);
       }
-      r.tensor_peak = r.model_state + r.activations + r.strategy_extra;
-      r.rss = r.tensor_peak + process;
-      r.available = avail_node >= 0 ? avail_node / r.ranks_per_node : -1;
-      r.fits = r.available < 0 || r.rss <= r.available;
+      r.tensor_peak = r.model_state + r.activations + r.strategy_extra + (probe ? probe->persistent_bytes : 0);
+      bool enough_gpus = true;
+      double oversub = 1;
+      if (o.gpu) {
+        // Each rank's memory and time are its GPU's, shared by the ranks that run on it.
+        r.ranks_per_gpu = o.share_gpus ? (r.ranks_per_node + gpus - 1) / gpus : 1;
+        enough_gpus = o.share_gpus || r.ranks_per_node <= gpus;
+        r.rss = -1;
+        r.reserved = r.tensor_peak + (probe ? probe->slack_bytes : 0);
+        r.available = avail_node >= 0 ? avail_node / r.ranks_per_gpu : -1;
+        r.fits = enough_gpus && (r.available < 0 || r.reserved <= r.available);
+        oversub = r.ranks_per_gpu;
+      } else {
+        r.rss = r.tensor_peak + process;
+        r.reserved = r.tensor_peak;
+        r.available = avail_node >= 0 ? avail_node / r.ranks_per_node : -1;
+        r.fits = r.available < 0 || r.rss <= r.available;
+        oversub = std::max(1.0, double(r.ranks_per_node) * c.parallel.threads_per_rank / double(cpus));
+      }
       if (probe) {
-        const double oversub = std::max(1.0, double(r.ranks_per_node) * c.parallel.threads_per_rank / double(cpus));
         const double opt_s = (st == "zero1" || st == "zero2" || st == "fsdp") ? probe->optimizer_s / w : probe->optimizer_s;
         r.compute_s = (accum * probe->micro_s + opt_s) * oversub;
         const strategy::StrategySpec spec = [&] {
@@ -366,13 +412,19 @@ std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const P
           comm = accum * (passes * layers * transfer_s(bw, "all_gather", per_layer, w) +
                           transfer_s(bw, "reduce_scatter", grads, w) + transfer_s(bw, "all_gather", vocab, w));
         }
-        r.comm_s = comm;
+        // No bandwidth known (one process on a GPU, no --comm file): the collectives' time is unknown.
+        r.comm_s = w > 1 && !bw.known() ? NAN : comm;
         r.step_s = r.compute_s + r.comm_s;
         r.tokens_per_s = double(w) * accum * double(N) / r.step_s;
       }
-      if (!r.fits)
-        r.note = strformat("does not fit: needs %s per rank, %s available", format_bytes(double(r.rss)).c_str(),
-                           format_bytes(double(r.available)).c_str());
+      if (!enough_gpus)
+        r.note = strformat("needs %d GPUs per node (one rank per GPU with NCCL), a node like this one has %d; "
+                           "lower --ranks-per-node, or set parallel.backend = mpi to share them",
+                           r.ranks_per_node, gpus);
+      else if (!r.fits)
+        r.note = strformat("does not fit: needs %s per rank, %s available%s",
+                           format_bytes(double(o.gpu ? r.reserved : r.rss)).c_str(),
+                           format_bytes(double(r.available)).c_str(), o.gpu ? " on its GPU" : "");
       rows.push_back(r);
     }
   }
@@ -380,24 +432,35 @@ std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const P
 }
 
 std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, const ProbeResult* probe,
-                          const CommBandwidth& bw, int cpus) {
+                          const CommBandwidth& bw, const PlanOptions& po) {
   const model::ModelShape shape = model_shape_of(c);
-  std::string o = strformat(
-      "# lorabench plan: %s, %s, LoRA %s, micro-batch %d x seq %d, grad_accum %d, %d thread%s per rank\n\n",
-      shape.name.c_str(), c.model.dtype.c_str(), c.lora.enabled ? ("r" + std::to_string(c.lora.r)).c_str() : "off",
-      c.train.micro_batch, c.data.seq_len, c.train.grad_accum, c.parallel.threads_per_rank,
-      c.parallel.threads_per_rank == 1 ? "" : "s");
-  o += "| strategy | ranks | ranks/node | model state / rank | formula | activations + workspace | strategy buffers | "
-       "tensor peak / rank | RSS / rank | available / rank | fits | step (s) | compute (s) | comm (s) | tokens/s |\n"
-       "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
+  const std::string where =
+      !po.gpu          ? strformat("%d thread%s per rank", c.parallel.threads_per_rank, c.parallel.threads_per_rank == 1 ? "" : "s")
+      : po.share_gpus ? std::string("ranks sharing GPUs (parallel.backend = mpi)")
+                      : std::string("one GPU per rank");
+  std::string o = strformat("# lorabench plan: %s, %s, LoRA %s, micro-batch %d x seq %d, grad_accum %d, %s\n\n",
+                            shape.name.c_str(), c.model.dtype.c_str(),
+                            c.lora.enabled ? ("r" + std::to_string(c.lora.r)).c_str() : "off", c.train.micro_batch,
+                            c.data.seq_len, c.train.grad_accum, where.c_str());
+  o += po.gpu ? "| strategy | ranks | ranks/node | model state / rank | formula | activations + workspace | strategy buffers | "
+                "tensor peak / rank | reserved / rank | GPU memory / rank | fits | step (s) | compute (s) | comm (s) | "
+                "tokens/s |\n"
+              : "| strategy | ranks | ranks/node | model state / rank | formula | activations + workspace | strategy buffers | "
+                "tensor peak / rank | RSS / rank | available / rank | fits | step (s) | compute (s) | comm (s) | "
+                "tokens/s |\n";
+  o += "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
   auto b = [](int64_t v) { return v < 0 ? std::string("?") : format_bytes(double(v)); };
+  auto t = [](const char* f, double v) { return std::isfinite(v) ? strformat(f, v) : std::string("?"); };
   for (const auto& r : rows) {
-    o += strformat("| %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |", r.strategy.c_str(), r.world,
-                   r.ranks_per_node, b(r.model_state).c_str(), r.formula.c_str(), b(r.activations).c_str(),
-                   b(r.strategy_extra).c_str(), b(r.tensor_peak).c_str(), b(r.rss).c_str(), b(r.available).c_str(),
-                   r.fits ? "yes" : "**no**");
+    const std::string per_node =
+        r.ranks_per_gpu > 1 ? strformat("%d (%d per GPU)", r.ranks_per_node, r.ranks_per_gpu) : std::to_string(r.ranks_per_node);
+    o += strformat("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |", r.strategy.c_str(), r.world,
+                   per_node.c_str(), b(r.model_state).c_str(), r.formula.c_str(), b(r.activations).c_str(),
+                   b(r.strategy_extra).c_str(), b(r.tensor_peak).c_str(), b(po.gpu ? r.reserved : r.rss).c_str(),
+                   b(r.available).c_str(), r.fits ? "yes" : "**no**");
     if (probe)
-      o += strformat(" %.3f | %.3f | %.3f | %.1f |\n", r.step_s, r.compute_s, r.comm_s, r.tokens_per_s);
+      o += " " + t("%.3f", r.step_s) + " | " + t("%.3f", r.compute_s) + " | " + t("%.3f", r.comm_s) + " | " +
+           t("%.1f", r.tokens_per_s) + " |\n";
     else
       o += " — | — | — | — |\n";
   }
@@ -407,15 +470,29 @@ std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, 
                    "activations %s; one decoder layer computes at %.1f GFLOP/s.\n",
                    probe->note.c_str(), probe->micro_s, probe->optimizer_s,
                    format_bytes(double(probe->activation_bytes)).c_str(), probe->layer_gflops);
+    if (probe->persistent_bytes > 0)
+      o += "- Held between steps beyond the model state (libraries' workspaces), measured by the probe and in the "
+           "tensor peak: " + format_bytes(double(probe->persistent_bytes)) + ".\n";
   } else {
     o += "- No probe: activations are the lower bound of the saved tensors; no time predicted.\n";
   }
-  o += strformat("- Bus bandwidth (GB/s): all_reduce %.2f, all_gather %.2f, reduce_scatter %.2f, from %s.\n",
-                 bw.all_reduce, bw.all_gather, bw.reduce_scatter, bw.source.c_str());
-  o += strformat("- This node: %d usable CPUs, %s available; ranks sharing the CPUs are slowed by ranks/node x "
-                 "threads / CPUs when above 1. RSS = tensor peak + this process's own footprint (%s).\n",
-                 cpus, format_bytes(double(sys::memory_available_bytes())).c_str(),
-                 format_bytes(double(sys::current_rss())).c_str());
+  if (bw.known())
+    o += strformat("- Bus bandwidth (GB/s): all_reduce %.2f, all_gather %.2f, reduce_scatter %.2f, from %s.\n",
+                   bw.all_reduce, bw.all_gather, bw.reduce_scatter, bw.source.c_str());
+  else
+    o += "- Bus bandwidth: " + bw.source + ".\n";
+  if (po.gpu) {
+    o += strformat("- GPU: %s, %s available for a run; %d on this node. reserved = tensor peak + what the caching "
+                   "allocator holds beyond the tensors at the peak (%s, measured by the probe); it must fit in the "
+                   "GPU's memory, split over the ranks sharing the GPU, whose time it also splits.\n",
+                   po.gpu_name.c_str(), b(po.gpu_available).c_str(), po.gpus_per_node,
+                   probe ? format_bytes(double(probe->slack_bytes)).c_str() : "not measured without the probe");
+  } else {
+    o += strformat("- This node: %d usable CPUs, %s available; ranks sharing the CPUs are slowed by ranks/node x "
+                   "threads / CPUs when above 1. RSS = tensor peak + this process's own footprint (%s).\n",
+                   po.node_cpus, format_bytes(double(sys::memory_available_bytes())).c_str(),
+                   format_bytes(double(sys::current_rss())).c_str());
+  }
   for (const auto& r : rows)
     if (!r.note.empty()) o += "- " + r.strategy + " on " + std::to_string(r.world) + ": " + r.note + "\n";
   return o;

@@ -717,7 +717,7 @@ void Trainer::write_summary(io::RunFileWriter& run) {
   std::vector<std::vector<double>> per_rank_sync[3];
   for (auto& v : per_rank_sync) v.resize(world_);
   std::vector<std::vector<double>> compute_by_step;
-  double loss_first = NAN, loss_last = NAN, mem_peak = 0, rss_peak = 0, mem_end = 0;
+  double loss_first = NAN, loss_last = NAN, mem_peak = 0, rss_peak = 0, mem_end = 0, reserved_peak = 0;
   for (size_t r = 0; r < nrows; r += size_t(world_)) {
     const int trial = int(at_(r, schema::kTrial));
     const int64_t step = int64_t(at_(r, schema::kStep));
@@ -728,6 +728,7 @@ void Trainer::write_summary(io::RunFileWriter& run) {
       flops += at_(r + w, schema::kFlops);
       mem_peak = std::max(mem_peak, at_(r + w, schema::kMemPeak));
       rss_peak = std::max(rss_peak, at_(r + w, schema::kRssPeak));
+      reserved_peak = std::max(reserved_peak, at_(r + w, schema::kMemReservedPeak));
       if (step >= warm) {
         per_rank_step[w].push_back(at_(r + w, schema::kStepS));
         const int cols[5] = {schema::kDataS, schema::kForwardS, schema::kBackwardS, schema::kCommExposedS,
@@ -776,6 +777,7 @@ void Trainer::write_summary(io::RunFileWriter& run) {
   run.write_summary("loss_last", loss_last);
   run.write_summary("mem_peak_bytes_max", mem_peak);
   run.write_summary("rss_peak_bytes_max", rss_peak);
+  run.write_summary("mem_reserved_peak_bytes_max", reserved_peak);
   run.write_summary("mem_current_bytes_max", mem_end);
   run.write_summary("flops_per_step", s_.flops_per_token * double(s_.geo.tokens_per_step()));
   run.write_summary("flops_per_token", s_.flops_per_token);

@@ -255,6 +255,7 @@ void write_train_fixture(const std::string& dir, const TrainFixture& f) {
   }
   w.write_summary("clock_sync", "shared clock (one host: CLOCK_MONOTONIC)");
   w.write_summary("clock_offset_error_s", 0.0);
+  for (const auto& [k, v] : f.summary) w.write_summary(k, v);
   w.write_validation({{"losses_finite", true, "every step's loss is finite"},
                       {"replicas_identical", true, "the trainable state is bitwise identical on every rank"}});
   w.set_status(s::kStatusCompleted);

@@ -35,6 +35,7 @@ struct TrainFixture {
   std::vector<std::string> counter_events;
   std::map<std::string, std::string> config;      // overrides of the default config
   std::map<std::string, std::string> provenance;  // overrides of the default provenance
+  std::map<std::string, double> summary;          // further /metrics/summary numbers (e.g. the planner's)
 };
 
 // Writes `dir`/<name>/run.h5.

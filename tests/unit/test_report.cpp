@@ -183,6 +183,46 @@ TEST(Report, ScalingAndMemoryNumbers) {
   EXPECT_EQ(fsdp->std_samples, 2);
 }
 
+// The planner's prediction beside the measurement: a CPU run compares the RSS; once a GPU run is among
+// the runs, its predicted reserved bytes are compared with the caching allocator's reserved peak.
+TEST(Report, PredictionTableComparesGpuReservedBytes) {
+  const fs::path dir = work_dir("prediction");
+  const double MiB = 1 << 20;
+  rt::TrainFixture cpu = simple("cpu");
+  cpu.summary = {{"predicted_tensor_peak_bytes", 8 * MiB}, {"predicted_rss_bytes", 330 * MiB},
+                 {"predicted_step_time_s", 0.050}};
+  rt::write_train_fixture((dir / "in").string(), cpu);
+  Result r = run_report(dir, "in -o cpu.md");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::string md = slurp(dir / "cpu.md");
+  EXPECT_NE(md.find("| run | strategy | world | tensor peak / rank: predicted | measured | ratio | RSS / rank: predicted "
+                    "| measured | ratio | step time (ms): predicted |"),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("GPU reserved"), std::string::npos) << "no GPU run, no GPU columns";
+  EXPECT_NE(md.find("| cpu | single | 1 | 8.00 MiB | 8.00 MiB | 1.00 | 330.00 MiB | 300.00 MiB | 1.10 |"), std::string::npos)
+      << md;
+
+  rt::TrainFixture gpu = simple("gpu");
+  gpu.summary = {{"predicted_tensor_peak_bytes", 9 * MiB}, {"predicted_reserved_bytes", 12 * MiB},
+                 {"mem_reserved_peak_bytes_max", 10 * MiB}, {"predicted_step_time_s", 0.050}};
+  rt::write_train_fixture((dir / "in").string(), gpu);
+  r = run_report(dir, "in -o both.md");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  md = slurp(dir / "both.md");
+  EXPECT_NE(md.find("| RSS / rank: predicted | measured | ratio | GPU reserved / rank: predicted | measured | ratio | "
+                    "step time (ms): predicted |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| gpu | single | 1 | 9.00 MiB | 8.00 MiB | 1.12 | n/a | 300.00 MiB | n/a | 12.00 MiB | 10.00 MiB | "
+                    "1.20 |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| cpu | single | 1 | 8.00 MiB | 8.00 MiB | 1.00 | 330.00 MiB | 300.00 MiB | 1.10 | n/a | n/a | n/a |"),
+            std::string::npos)
+      << md;
+}
+
 TEST(Report, TruncatedFileFailsNamingIt) {
   const fs::path dir = work_dir("truncated");
   rt::write_train_fixture((dir / "in").string(), simple("a"));

@@ -95,6 +95,9 @@ class Device {
   // cgroup's remaining limit); CUDA, the device's free memory plus what this process's caching allocator
   // holds unused. What the start-of-training check (train::check_fits_or_throw) compares with.
   virtual int64_t memory_available() const = 0;
+  // Returns what the allocator holds unused to the system (CUDA: the caching allocator's emptyCache; CPU:
+  // nothing to do), e.g. after the planner's probe, so that a run's reserved peak is its own.
+  virtual void release_cached() {}
 
   // ---- timing on the compute stream ----
   // A timer whose marks are points in the compute stream's order: CPU, the host clock when mark() is

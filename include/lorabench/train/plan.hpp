@@ -11,6 +11,8 @@
 // Time per rank: the same probes' forward + backward and optimizer times extrapolated the same way, times
 // the oversubscription of the node's CPUs, plus each collective's bytes over the bus bandwidth of a
 // `lorabench comm` run file (or one measured now, or estimated from memcpy when neither is possible).
+// On a GPU the probe runs on the run's device (the caching allocator's statistics, CUDA events), a rank's
+// memory is its GPU's, and ranks sharing one GPU (parallel.backend = mpi) split its memory and its time.
 #pragma once
 
 #include <mpi.h>
@@ -22,18 +24,28 @@
 #include "lorabench/comm/communicator.hpp"
 #include "lorabench/config/run_config.hpp"
 
+namespace lorabench::device {
+class Device;
+}
+
 namespace lorabench::train {
 
 // Bus bandwidth (GB/s, nccl-tests' definition) of the three collectives the strategies use.
 struct CommBandwidth {
   double all_reduce = 0, all_gather = 0, reduce_scatter = 0;
-  std::string source;  // "FILE (lorabench comm, N ranks)", "measured now on N ranks", "estimate: ..."
+  std::string source;  // "FILE (lorabench comm, N ranks)", "measured now on N ranks", "estimate: ...", "not known: ..."
+  bool known() const { return all_reduce > 0 || all_gather > 0 || reduce_scatter > 0; }
 };
 
 // One micro-step of the model measured by the probe, extrapolated to the configured depth.
 struct ProbeResult {
+  std::string device = "cpu";    // where it ran ("cpu", "cuda:0")
   int64_t tokens = 0;            // micro_batch x seq_len of the probe
   int64_t activation_bytes = 0;  // peak tensor bytes of a step above the model state, L layers
+  int64_t persistent_bytes = 0;  // held between steps beyond the model state (libraries' workspaces, e.g.
+                                 // cuBLAS's on a GPU): measured, independent of the depth
+  int64_t slack_bytes = 0;       // GPU: what the caching allocator reserves beyond the tensors at the peak
+                                 // (block rounding, segments), L layers; 0 on CPU
   double micro_s = 0;            // forward + backward of one micro-batch, L layers
   double optimizer_s = 0;        // the update of every trainable parameter
   double layer_gflops = 0;       // the layer's model FLOPs / its measured time (what the time rests on)
@@ -48,9 +60,14 @@ struct PlanRow {
   std::string formula;        // its ZeRO formula
   int64_t activations = 0;    // activations + workspace of a micro-step
   int64_t strategy_extra = 0; // gathered layers, exchange buffers, transient full-size gradients
-  int64_t tensor_peak = 0;    // the sum: what mem_peak_bytes measures
-  int64_t rss = 0;            // + the process's own footprint (libraries, allocator)
-  int64_t available = -1;     // memory per rank on this node (-1 unknown)
+  int64_t tensor_peak = 0;    // the sum: what mem_peak_bytes measures (CPU: the counting allocator; GPU: the
+                              // caching allocator's allocated bytes)
+  int64_t rss = 0;            // CPU: + the process's own footprint (libraries, allocator); GPU: -1 (the tensors
+                              // are not in host memory)
+  int64_t reserved = 0;       // GPU: tensor peak + the allocator's slack (what mem_reserved_peak_bytes measures,
+                              // and what must fit); CPU: = tensor_peak
+  int ranks_per_gpu = 0;      // GPU: ranks sharing one GPU; 0 on CPU
+  int64_t available = -1;     // memory per rank on this node, or of its GPU (-1 unknown)
   bool fits = true;
   double compute_s = 0, comm_s = 0, step_s = 0, tokens_per_s = 0;  // per optimizer step; tokens/s all ranks
   std::string note;
@@ -63,11 +80,18 @@ struct PlanOptions {
   int node_cpus = 0;                    // CPUs the node's ranks may use; 0: this process's (usable_cpus)
   std::string comm_file;                // a `lorabench comm` run file for the bandwidths
   bool probe = true;                    // false: no probe (the analytic lower bound only)
+  // GPU ranks (parallel.device resolved to cuda): memory per rank is its GPU's, not the node's.
+  bool gpu = false;
+  std::string gpu_name;                 // "cuda:0 (NVIDIA H200)", for the table's notes
+  int gpus_per_node = 0;                // GPUs a node's ranks may use (this node's visible devices)
+  int64_t gpu_available = -1;           // bytes one GPU has for a run (free + the allocator's unused cache)
+  bool share_gpus = false;              // parallel.backend = mpi: ranks may share a GPU; NCCL: one rank per GPU
 };
 
 // Bus bandwidth of all_reduce, all_gather and reduce_scatter measured now on the ranks of `world`
-// (collective; 16 MiB fp32 per rank, best of 3 after a warm-up).
-CommBandwidth measure_bandwidth(comm::Communicator& comm, MPI_Comm world);
+// (collective; 16 MiB fp32 per rank, best of 3 after a warm-up), with buffers on `dev` (device memory for
+// NCCL or the staging communicator on a GPU).
+CommBandwidth measure_bandwidth(comm::Communicator& comm, MPI_Comm world, device::Device& dev);
 // One process: half the memcpy bandwidth of 64 MiB, as an estimate for ranks that share a node's memory.
 CommBandwidth estimate_bandwidth();
 
@@ -78,8 +102,10 @@ int node_cpus(MPI_Comm world);
 // Bus bandwidths from a comm run file (fp32 rows at the largest size measured).
 CommBandwidth bandwidth_from_file(const std::string& path);
 
-// The probe (allocates one- and two-layer models; a few seconds). REQUIRES the counting allocator.
-ProbeResult probe_model(const RunConfig& c);
+// The probe (allocates one- and two-layer models on `dev`; a few seconds). On CPU it REQUIRES the counting
+// allocator. On CUDA it times both models by their step times (CUDA events) instead of the per-layer
+// host-clock hook, and returns the allocator's cache to the GPU when done (Device::release_cached).
+ProbeResult probe_model(const RunConfig& c, device::Device& dev);
 
 // The activations a micro-step must hold at least: every decoder layer's saved tensors (LayerCache) and
 // the final hidden state, without any workspace. Used to refuse impossible runs without a probe.
@@ -90,9 +116,9 @@ int64_t activation_lower_bound(const RunConfig& c);
 std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const ProbeResult* probe,
                                const CommBandwidth& bw);
 
-// Markdown table of the rows, with the inputs they rest on.
+// Markdown table of the rows, with the inputs they rest on (o: the node's CPUs or its GPUs).
 std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, const ProbeResult* probe,
-                          const CommBandwidth& bw, int cpus);
+                          const CommBandwidth& bw, const PlanOptions& o);
 
 // The start-of-training check: ConfigError with the numbers when this rank's model state plus the
 // activation lower bound exceeds the memory available to each of the ranks sharing it: `available` bytes

@@ -1,0 +1,191 @@
+// The planner: where a rank's memory is (the node's on CPU, its GPU's on a GPU), how ranks sharing a GPU
+// split its memory and time, what NCCL's one-rank-per-GPU rule refuses, the table's GPU columns (rows from
+// a given probe: every rank computes them alone); the probe through the device layer on the CPU device; and
+// the bandwidth measured on buffers of the device layer on all ranks (docs/plan.md).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <mpi.h>
+
+#include "lorabench/comm/mpi_communicator.hpp"
+#include "lorabench/config/options.hpp"
+#include "lorabench/device/device.hpp"
+#include "lorabench/metrics/memory.hpp"
+#include "lorabench/train/plan.hpp"
+
+using namespace lorabench;
+
+namespace {
+
+constexpr int64_t kMiB = int64_t(1) << 20;
+
+// inputs/tiny.ini, the tests' workload: tiny preset, fp32, LoRA r4, micro-batch 2 x 32 tokens.
+RunConfig tiny_config() {
+  const std::string path = std::string(LORABENCH_SOURCE_DIR) + "/inputs/tiny.ini";
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  return parse_run_config(path, text.str(), {});
+}
+
+// A probe as the GPU would return it (numbers chosen, not measured).
+train::ProbeResult gpu_probe() {
+  train::ProbeResult p;
+  p.device = "cuda:0";
+  p.tokens = 64;
+  p.activation_bytes = 3 * kMiB;
+  p.persistent_bytes = 8 * kMiB;
+  p.slack_bytes = 2 * kMiB;
+  p.micro_s = 0.010;
+  p.optimizer_s = 0.004;
+  return p;
+}
+
+train::CommBandwidth bandwidth(double gbps) {
+  train::CommBandwidth bw;
+  bw.all_reduce = bw.all_gather = bw.reduce_scatter = gbps;
+  bw.source = "test";
+  return bw;
+}
+
+const train::PlanRow& row(const std::vector<train::PlanRow>& rows, const std::string& strategy, int world) {
+  for (const auto& r : rows)
+    if (r.strategy == strategy && r.world == world) return r;
+  throw std::runtime_error("no row " + strategy + " on " + std::to_string(world));
+}
+
+train::PlanOptions gpu_options(int gpus, bool share, int64_t available) {
+  train::PlanOptions o;
+  o.worlds = {1, 2, 4};
+  o.gpu = true;
+  o.gpu_name = "cuda:0 (test GPU)";
+  o.gpus_per_node = gpus;
+  o.share_gpus = share;
+  o.gpu_available = available;
+  return o;
+}
+
+}  // namespace
+
+TEST(Plan, GpuRankMemoryIsItsGpusWithTheAllocatorsSlack) {
+  const RunConfig c = tiny_config();
+  const train::ProbeResult p = gpu_probe();
+  const auto rows = train::make_plan(c, gpu_options(2, false, 1024 * kMiB), &p, bandwidth(100));
+  const train::PlanRow& s = row(rows, "single", 1);
+  EXPECT_EQ(s.tensor_peak, s.model_state + p.activation_bytes + s.strategy_extra + p.persistent_bytes);
+  EXPECT_EQ(s.reserved, s.tensor_peak + p.slack_bytes);
+  EXPECT_EQ(s.rss, -1) << "a GPU rank's tensors are not in host memory";
+  EXPECT_EQ(s.available, 1024 * kMiB);
+  EXPECT_EQ(s.ranks_per_gpu, 1);
+  EXPECT_TRUE(s.fits);
+  EXPECT_NEAR(s.compute_s, p.micro_s + p.optimizer_s, 1e-12) << "no CPU oversubscription on a GPU";
+  // 4 ranks with NCCL on nodes of 2 GPUs: two per node, each on its own GPU.
+  const train::PlanRow& f4 = row(rows, "fsdp", 4);
+  EXPECT_EQ(f4.ranks_per_node, 2);
+  EXPECT_EQ(f4.ranks_per_gpu, 1);
+  EXPECT_EQ(f4.available, 1024 * kMiB);
+  EXPECT_NEAR(f4.compute_s, p.micro_s + p.optimizer_s / 4, 1e-12);
+  EXPECT_GT(f4.comm_s, 0);
+  EXPECT_TRUE(f4.fits);
+}
+
+TEST(Plan, GpuTooSmallForTheRankDoesNotFitAndSaysSo) {
+  const RunConfig c = tiny_config();
+  const train::ProbeResult p = gpu_probe();
+  const auto rows = train::make_plan(c, gpu_options(1, false, 4 * kMiB), &p, bandwidth(100));
+  const train::PlanRow& s = row(rows, "single", 1);
+  EXPECT_FALSE(s.fits);
+  EXPECT_NE(s.note.find("available on its GPU"), std::string::npos) << s.note;
+}
+
+TEST(Plan, NcclNeedsOneGpuPerRank) {
+  const RunConfig c = tiny_config();
+  const train::ProbeResult p = gpu_probe();
+  train::PlanOptions o = gpu_options(1, false, 1024 * kMiB);
+  o.ranks_per_node = 4;
+  const auto rows = train::make_plan(c, o, &p, bandwidth(100));
+  const train::PlanRow& d = row(rows, "ddp", 4);
+  EXPECT_FALSE(d.fits);
+  EXPECT_NE(d.note.find("needs 4 GPUs per node"), std::string::npos) << d.note;
+  EXPECT_TRUE(row(rows, "single", 1).fits);
+}
+
+TEST(Plan, RanksSharingAGpuSplitItsMemoryAndItsTime) {
+  const RunConfig c = tiny_config();
+  const train::ProbeResult p = gpu_probe();
+  const auto rows = train::make_plan(c, gpu_options(1, true, 1024 * kMiB), &p, bandwidth(100));
+  const train::PlanRow& z = row(rows, "zero2", 4);
+  EXPECT_EQ(z.ranks_per_node, 4);
+  EXPECT_EQ(z.ranks_per_gpu, 4);
+  EXPECT_EQ(z.available, 256 * kMiB);
+  EXPECT_NEAR(z.compute_s, (p.micro_s + p.optimizer_s / 4) * 4, 1e-12);
+  // Two GPUs for 4 ranks: two per GPU.
+  const auto rows2 = train::make_plan(c, gpu_options(2, true, 1024 * kMiB), &p, bandwidth(100));
+  EXPECT_EQ(row(rows2, "zero2", 4).ranks_per_gpu, 2);
+  EXPECT_EQ(row(rows2, "zero2", 4).available, 512 * kMiB);
+}
+
+TEST(Plan, UnknownBandwidthLeavesTheCollectivesUnpredicted) {
+  const RunConfig c = tiny_config();
+  const train::ProbeResult p = gpu_probe();
+  train::CommBandwidth none;
+  none.source = "not known: test";
+  const auto rows = train::make_plan(c, gpu_options(2, false, 1024 * kMiB), &p, none);
+  EXPECT_TRUE(std::isfinite(row(rows, "single", 1).step_s));
+  EXPECT_TRUE(std::isnan(row(rows, "ddp", 2).comm_s));
+  const std::string md = train::plan_markdown(c, rows, &p, none, gpu_options(2, false, 1024 * kMiB));
+  EXPECT_NE(md.find("| reserved / rank | GPU memory / rank |"), std::string::npos) << md;
+  EXPECT_NE(md.find("one GPU per rank"), std::string::npos) << md;
+  EXPECT_NE(md.find("- Bus bandwidth: not known: test."), std::string::npos) << md;
+  EXPECT_NE(md.find("| ? | ? |"), std::string::npos) << "an unknown step time prints as ?\n" << md;
+  EXPECT_NE(md.find("cuda:0 (test GPU)"), std::string::npos) << md;
+}
+
+TEST(Plan, CpuRankMemoryIsTheNodesRss) {
+  const RunConfig c = tiny_config();
+  train::ProbeResult p = gpu_probe();
+  p.device = "cpu";
+  p.persistent_bytes = p.slack_bytes = 0;
+  train::PlanOptions o;
+  o.worlds = {2};
+  o.node_cpus = 2;
+  const auto rows = train::make_plan(c, o, &p, bandwidth(10));
+  const train::PlanRow& d = row(rows, "ddp", 2);
+  EXPECT_EQ(d.ranks_per_gpu, 0);
+  EXPECT_EQ(d.reserved, d.tensor_peak);
+  EXPECT_GT(d.rss, d.tensor_peak);
+  const std::string md = train::plan_markdown(c, rows, &p, bandwidth(10), o);
+  EXPECT_NE(md.find("| RSS / rank | available / rank |"), std::string::npos) << md;
+}
+
+// The probe through the device layer on the CPU device: what it holds between steps is the strategy's
+// model state exactly (nothing persistent beyond it), and the CPU has no allocator slack.
+TEST(Plan, ProbeOnTheCpuDevice) {
+  metrics::install_memory_counter();
+  const RunConfig c = tiny_config();
+  const train::ProbeResult p = train::probe_model(c, device::cpu_device());
+  EXPECT_EQ(p.device, "cpu");
+  EXPECT_GT(p.activation_bytes, 0);
+  EXPECT_EQ(p.persistent_bytes, 0);
+  EXPECT_EQ(p.slack_bytes, 0);
+  EXPECT_GT(p.micro_s, 0);
+  EXPECT_NE(p.note.find("1- and 2-layer models, micro-batch 2 x 32 tokens"), std::string::npos) << p.note;
+}
+
+TEST(Plan, BandwidthMeasuredOnTheDeviceLayersBuffers) {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  auto comm = comm::make_mpi_communicator(MPI_COMM_WORLD);
+  const train::CommBandwidth bw = train::measure_bandwidth(*comm, MPI_COMM_WORLD, device::cpu_device());
+  EXPECT_NE(bw.source.find("on the CPUs"), std::string::npos) << bw.source;
+  if (n > 1) {
+    EXPECT_TRUE(bw.known());
+    EXPECT_GT(bw.all_reduce, 0);
+    EXPECT_GT(bw.all_gather, 0);
+    EXPECT_GT(bw.reduce_scatter, 0);
+  }
+}
