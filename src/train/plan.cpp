@@ -30,8 +30,11 @@ namespace lorabench::train {
 namespace {
 
 // The probe's micro-batch is at most this many tokens; larger ones are extrapolated linearly in tokens
-// (memory) and by the FLOPs per token (time).
+// (memory) and by the FLOPs per token (time). On a GPU the cap is higher: a small micro-batch there is
+// bound by kernel launches, not by the FLOPs the extrapolation scales with, and two layers of a large
+// micro-batch take milliseconds and little of the GPU's memory.
 constexpr int64_t kProbeTokens = 8192;
+constexpr int64_t kProbeTokensGpu = 65536;
 // Timed steps per probed model: at least 5, and more until this many seconds were measured (at most 40).
 constexpr double kProbeSeconds = 1.0;
 constexpr int64_t kProbeMaxSteps = 40;
@@ -255,8 +258,9 @@ ProbeResult probe_model(const RunConfig& c, device::Device& dev) {
   const int L = static_cast<int>(shape.layers);
   const int B = c.train.micro_batch;
   const int64_t T = c.data.seq_len;
-  int Bp = static_cast<int>(std::min<int64_t>(B, kProbeTokens / 2));
-  int64_t Tp = std::min<int64_t>(T, std::max<int64_t>(2, kProbeTokens / Bp));
+  const int64_t cap = dev.is_cuda() ? kProbeTokensGpu : kProbeTokens;
+  int Bp = static_cast<int>(std::min<int64_t>(B, cap / 2));
+  int64_t Tp = std::min<int64_t>(T, std::max<int64_t>(2, cap / Bp));
   // Memory from both. Time on CPU from the 2-layer model only (its per-layer median), so the 1-layer one
   // runs a single measured step; on a GPU a layer's time is the difference of the two models' median
   // micro-steps (CUDA events; a GPU's step time holds still where a shared CPU's does not).
