@@ -51,6 +51,14 @@ LIMIT_MIB=60
 # The torch release of the lent machine's image (its python3's torch: 2.11.0+cu130 when last read, 2026-11):
 # what `preflight` builds against.
 IMAGE_TORCH=2.11.0
+# What `run` builds there, and nothing else (116 of the build's 210 steps; the other test binaries are not
+# worth the lent minutes): the binaries, the gpu-labelled tests' executables and the device unit tests.
+# tests/e2e/gpu_check_targets.sh checks here that every gpu test's executables are among them.
+GPU_CHECK_TARGETS=(lorabench lorabench-report lorabench_e2e_check test_comm_nccl_gpu test_gpu_model
+  test_strategies_gpu test_device test_comm_staging test_link_order)
+# The CPU-side device tests `run` also runs there (a ctest -R regex): the image's GCC and torch differ from
+# the ones here.
+DEVICE_UNIT_TESTS='test_device|DeviceChoice|CpuDevice|test_comm_staging|LinkOrder'
 
 die() { echo "gpu_check: $*" >&2; exit 1; }
 
@@ -188,13 +196,13 @@ run() {
     step configure cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLORABENCH_TORCH="$py" \
       -DLORABENCH_WITH_CUDA=ON -DLORABENCH_WITH_NCCL=ON -DLORABENCH_WITH_PAPI=OFF -DHDF5_ROOT="$HDF5_ROOT" \
       -DMPIEXEC_PREFLAGS="--oversubscribe"
-    step build cmake --build "$build" -j "$jobs"
+    step build cmake --build "$build" -j "$jobs" --target "${GPU_CHECK_TARGETS[@]}"
   fi
   local lb=$build/src/app/lorabench
   step ctest_gpu bash -c "cd '$build' && ctest -L gpu --output-on-failure --timeout 900"
   # On the GPU machine a Skipped gpu test is a failure of the check: it did not see the GPU.
   step gpu_tests_not_skipped bash -c "! grep -E '\*\*\*Skipped' '$OUT/logs/ctest_gpu.log'"
-  step ctest_device_unit bash -c "cd '$build' && ctest -R 'test_device|DeviceChoice|CpuDevice|test_comm_staging|LinkOrder' --output-on-failure"
+  step ctest_device_unit bash -c "cd '$build' && ctest -R '$DEVICE_UNIT_TESTS' --output-on-failure"
   step doctor_1rank "$lb" doctor
   step doctor_2ranks_shared mpirun -n 2 "$lb" doctor
   local work=$OUT/runs
@@ -327,5 +335,7 @@ case "${1:-}" in
   run) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh run OUT_DIR [CARRY_DIR]"; run "$2" "${3:-$here/gpu-carry}" ;;
   env) environment "${2:-$here/gpu-carry}" ;;
   unpack) unpack "${2:-$here/gpu-carry}" ;;  # the first step of run, alone (to test the carry here)
+  targets) printf '%s\n' "${GPU_CHECK_TARGETS[@]}" ;;  # what run builds (tests/e2e/gpu_check_targets.sh)
+  device-tests) echo "$DEVICE_UNIT_TESTS" ;;           # the unit tests run runs beside the gpu label
   *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
