@@ -265,7 +265,10 @@ ProbeResult probe_model(const RunConfig& c, device::Device& dev) {
   // runs a single measured step; on a GPU a layer's time is the difference of the two models' median
   // micro-steps (CUDA events; a GPU's step time holds still where a shared CPU's does not).
   const bool gpu = dev.is_cuda();
+  // Each model starts from an empty allocator cache (a GPU's: what the 1-layer model left cached would
+  // otherwise shape the 2-layer model's reserved bytes), and the run after the probe does too.
   const OneProbe one = probe_layers(c, dev, 1, Bp, static_cast<int>(Tp), gpu);
+  dev.release_cached();
   const OneProbe two = probe_layers(c, dev, 2, Bp, static_cast<int>(Tp), true);
   dev.release_cached();
   ProbeResult p;
