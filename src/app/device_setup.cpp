@@ -61,4 +61,15 @@ std::unique_ptr<comm::Communicator> make_data_plane(MPI_Comm world, const device
                                   : device::make_staging_communicator(comm::make_mpi_communicator(world), dev);
 }
 
+void plan_on_device(train::PlanOptions& o, const device::Choice& choice, const device::Device& dev) {
+  if (!dev.is_cuda()) return;
+  o.gpu = true;
+  o.gpus_per_node = device::cuda_visible_devices();
+  o.share_gpus = choice.backend == "mpi";
+  o.gpu_available = dev.memory_available();  // the whole GPU's: make_plan splits it over its ranks
+  o.gpu_name = dev.str();
+  for (const auto& [k, v] : dev.describe())
+    if (k == "gpu_name") o.gpu_name += " (" + v + ")";
+}
+
 }  // namespace lorabench::app

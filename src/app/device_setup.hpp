@@ -10,6 +10,7 @@
 #include "lorabench/comm/topology.hpp"
 #include "lorabench/config/run_config.hpp"
 #include "lorabench/device/device.hpp"
+#include "lorabench/train/plan.hpp"
 
 namespace lorabench::app {
 
@@ -23,5 +24,9 @@ device::Choice choose_device(MPI_Comm world, const RunConfig& cfg, const comm::T
 
 // The data plane: NCCL on the GPU, or MPI (staging device buffers through pinned host memory on a GPU).
 std::unique_ptr<comm::Communicator> make_data_plane(MPI_Comm world, const device::Choice& choice, device::Device& dev);
+
+// The planner's view of the ranks' device: on a GPU, each rank's memory is its GPU's (this one's available
+// memory, the node's visible GPUs, shared by ranks only with the mpi backend); on CPU, nothing to set.
+void plan_on_device(train::PlanOptions& o, const device::Choice& choice, const device::Device& dev);
 
 }  // namespace lorabench::app

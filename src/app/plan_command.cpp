@@ -94,16 +94,7 @@ int plan_main(MpiSession& mpi, int argc, char** argv) {
   int sharing = 1;
   const device::Choice choice = choose_device(mpi.world(), cfg, topo, gpu, sharing);
   device::Device& dev = gpu ? *gpu : device::cpu_device();
-  if (dev.is_cuda()) {
-    o.gpu = true;
-    o.gpus_per_node = device::cuda_visible_devices();
-    o.share_gpus = choice.backend == "mpi";
-    o.gpu_available = dev.memory_available();
-    std::string name = dev.str();
-    for (const auto& [k, v] : dev.describe())
-      if (k == "gpu_name") name += " (" + v + ")";
-    o.gpu_name = name;
-  }
+  plan_on_device(o, choice, dev);
   train::CommBandwidth bw;
   if (!comm_file.empty()) {
     bw = train::bandwidth_from_file(comm_file);

@@ -342,12 +342,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
       po.strategies = {cfg.parallel.strategy};
       po.ranks_per_node = topo.host_local_size;
       po.node_cpus = cpus;
-      if (dev.is_cuda()) {
-        po.gpu = true;
-        po.gpus_per_node = device::cuda_visible_devices();
-        po.share_gpus = choice.backend == "mpi";
-        po.gpu_available = dev.memory_available();  // the whole GPU's: make_plan splits it over its ranks
-      }
+      plan_on_device(po, choice, dev);
       const auto rows = train::make_plan(cfg, po, &probe, bw);
       if (!rows.empty()) {
         const train::PlanRow& p = rows.front();

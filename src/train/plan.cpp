@@ -449,12 +449,9 @@ std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, 
                             shape.name.c_str(), c.model.dtype.c_str(),
                             c.lora.enabled ? ("r" + std::to_string(c.lora.r)).c_str() : "off", c.train.micro_batch,
                             c.data.seq_len, c.train.grad_accum, where.c_str());
-  o += po.gpu ? "| strategy | ranks | ranks/node | model state / rank | formula | activations + workspace | strategy buffers | "
-                "tensor peak / rank | reserved / rank | GPU memory / rank | fits | step (s) | compute (s) | comm (s) | "
-                "tokens/s |\n"
-              : "| strategy | ranks | ranks/node | model state / rank | formula | activations + workspace | strategy buffers | "
-                "tensor peak / rank | RSS / rank | available / rank | fits | step (s) | compute (s) | comm (s) | "
-                "tokens/s |\n";
+  o += strformat("| strategy | ranks | ranks/node | model state / rank | formula | activations + workspace | "
+                 "strategy buffers | tensor peak / rank | %s | fits | step (s) | compute (s) | comm (s) | tokens/s |\n",
+                 po.gpu ? "reserved / rank | GPU memory / rank" : "RSS / rank | available / rank");
   o += "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n";
   auto b = [](int64_t v) { return v < 0 ? std::string("?") : format_bytes(double(v)); };
   auto t = [](const char* f, double v) { return std::isfinite(v) ? strformat(f, v) : std::string("?"); };
@@ -506,14 +503,13 @@ std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, 
 }
 
 void check_fits_or_throw(const RunConfig& c, int world, int ranks_sharing, int64_t available, const std::string& where) {
-  const int64_t avail = available;
-  if (avail < 0) return;
+  if (available < 0) return;
   const model::ModelShape shape = model_shape_of(c);
   const model::ModelLayout layout = model::build_layout(shape, lora_of(c));
   const strategy::MemoryPrediction ms = strategy::predict_model_state(c.parallel.strategy, layout, dtype_of(c), world);
   const int64_t act = activation_lower_bound(c);
   const int64_t need = ms.total() + act;
-  const int64_t per_rank = avail / std::max(1, ranks_sharing);
+  const int64_t per_rank = available / std::max(1, ranks_sharing);
   if (need <= per_rank) return;
   throw ConfigError(strformat(
       "this run cannot fit: each rank needs at least %s (model state %s = %s, activations of %d x %d tokens at "
@@ -522,7 +518,7 @@ void check_fits_or_throw(const RunConfig& c, int world, int ranks_sharing, int64
       "more nodes; `lorabench plan` predicts each option.",
       format_bytes(double(need)).c_str(), format_bytes(double(ms.total())).c_str(), ms.formula.c_str(),
       c.train.micro_batch, c.data.seq_len, format_bytes(double(act)).c_str(), where.c_str(),
-      format_bytes(double(avail)).c_str(), ranks_sharing, ranks_sharing == 1 ? "" : "s",
+      format_bytes(double(available)).c_str(), ranks_sharing, ranks_sharing == 1 ? "" : "s",
       format_bytes(double(per_rank)).c_str()));
 }
 
