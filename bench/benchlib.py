@@ -1,7 +1,9 @@
 """Helpers shared by the benchmark scripts (run_bench.py, strategies.py)."""
+import json
 import os
 import re
 import subprocess
+import sys
 
 
 def mpirun(n):
@@ -37,3 +39,30 @@ def summary(path):
                 vals[name] = v
             name = None
     return vals
+
+
+def torch_python():
+    """The Python of the libtorch venv (scripts/torch-venv.sh), which has torch; this one if it has it too."""
+    try:
+        import torch  # noqa: F401
+        return sys.executable
+    except ImportError:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        venv = subprocess.run([os.path.join(root, "scripts", "torch-venv.sh")], stdout=subprocess.PIPE, text=True,
+                              check=True).stdout.strip()
+        return os.path.join(venv, "bin", "python")
+
+
+QUIET_CV = 0.05  # host_noise.py's CV above which the machine's own speed moves more than a frame may (5%)
+
+
+def host_noise(seconds, device="cpu", env=None):
+    """bench/host_noise.py's measurement (is the machine quiet?) as a dict, with 'line' describing it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = subprocess.run([torch_python(), os.path.join(here, "host_noise.py"), "--seconds", str(seconds),
+                        "--device", device], env=env, stdout=subprocess.PIPE, text=True, check=True)
+    r = json.loads(p.stdout.strip().splitlines()[-1])
+    verdict = "quiet" if r["cv"] <= QUIET_CV else "NOT quiet: timings taken on it move with the host"
+    r["line"] = (f"{r['median_gflops']:.0f} GFLOP/s, median of {r['windows']} windows of {r['window_s']:g} s "
+                 f"(range {r['min_gflops']:.0f}-{r['max_gflops']:.0f}, CV {100 * r['cv']:.1f}%): {verdict}")
+    return r

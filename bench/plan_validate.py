@@ -27,7 +27,7 @@ import subprocess
 import sys
 import time
 
-from benchlib import summary
+from benchlib import host_noise, summary
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -55,6 +55,8 @@ def main():
     ap.add_argument("--worlds", default="1,2,4")
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--repeats", type=int, default=3, help="runs of each configuration, in rounds (default 3)")
+    ap.add_argument("--noise-seconds", type=float, default=10,
+                    help="how long bench/host_noise.py measures the machine's quiet before and after (default 10)")
     ap.add_argument("--out", default=os.path.join(ROOT, "outputs", "plan-validate-" + time.strftime("%Y%m%d-%H%M%S")))
     ap.add_argument("--bin", default=os.path.join(os.environ.get("LORABENCH_BUILD_DIR", os.path.join(ROOT, "build")),
                                                   "src", "app", "lorabench"))
@@ -68,6 +70,8 @@ def main():
     for preset in a.presets.split(","):
         run([a.bin, "plan", ini, "--set", f"model.preset={preset}", "-n", a.worlds, "-o",
              os.path.join(a.out, f"plan-{preset}.md")], os.path.join(a.out, f"plan-{preset}.log"))
+    noise_before = host_noise(a.noise_seconds)
+    print(f"host noise before: {noise_before['line']}", flush=True)
     runs = {c: [] for c in configs}
     for rep in range(1, a.repeats + 1):
         for preset, strategy, world in configs:
@@ -90,7 +94,10 @@ def main():
                          single=[r["step_pred"] / r["step"] for r in rs],
                          spread=max(r["step"] for r in rs) / min(r["step"] for r in rs)))
     mib = 1 << 20
+    noise_after = host_noise(a.noise_seconds)
     lines = [f"Medians of {a.repeats} runs per configuration.", "",
+             "Host noise (bench/host_noise.py: one bf16 GEMM timed in short windows, one thread): before "
+             f"{noise_before['line']}; after {noise_after['line']}.", "",
              "| model | strategy | ranks | tensor peak / rank predicted (MiB) | measured (MiB) | ratio | "
              "step predicted (s) | measured (s) | ratio | single runs' ratios | measured max / min |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]

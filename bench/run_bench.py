@@ -29,7 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 
-from benchlib import mpirun, summary
+from benchlib import host_noise, mpirun, summary
 from equal_work import LOSS_RTOL, hf_config, loss_matches, write_snapshot
 from frame import lora_flops_per_token
 
@@ -322,6 +322,8 @@ def render(args, facts, results, frames, sweeps):
     add("versions: " + ", ".join(f"{k} {x}" for k, x in v.items()))
     add(f"load average before: {', '.join(f'{x:.2f}' for x in facts['load_before'])}; "
         f"after: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    add(f"host noise (bench/host_noise.py: one bf16 GEMM timed in short windows) before: "
+        f"{facts['noise_before']['line']}; after: {facts['noise_after']['line']}")
     add(f"{args.steps} measured steps after {args.warmup} warm-up per run, {args.rounds} rotating rounds, medians; "
         f"bf16, LoRA r{LORA_R} alpha {LORA_ALPHA} on q,k,v,o,gate,up,down, AdamW lr 1e-4, 1 thread per rank, "
         f"synthetic tokens (seed {SEED}); step-0 losses equal within {LOSS_RTOL:g} relative (checked: VALID)")
@@ -412,6 +414,8 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore::FutureWarning")
     facts = machine_facts(args, env)
+    noise_s = 2 if args.quick else 10
+    facts["noise_before"] = host_noise(noise_s, args.device, env)
     args.run_dir = tempfile.mkdtemp(prefix="lorabench-bench-")
     sweeps = {}
     for w in list(workloads) if args.sweep_batch else []:
@@ -429,6 +433,7 @@ def main():
     for key, fr in frames.items():  # and once after the last run
         w = next(x for x in workloads if frame_key(x) == key)
         fr.append(calibrate(args, w, write_snapshot(w.preset, SEED), env))
+    facts["noise_after"] = host_noise(noise_s, args.device, env)
     text = render(args, facts, results, frames, sweeps)
     print(text)
     print(f"\nrun files: {args.run_dir}")

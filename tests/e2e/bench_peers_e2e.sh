@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench_peers_e2e.sh CASE PYTHON LORABENCH SOURCE_DIR WORK_DIR (tests/e2e/bench_peers.cmake)
-#   valid     scripts/bench.sh --quick must pass the step-0 loss check and print both sides' rows
+#   valid     scripts/bench.sh --quick must pass the step-0 loss check and print both sides' rows and the host
+#             noise before and after (bench/host_noise.py, which refuses a measurement of 0 s)
 #   mismatch  the same with the peer on another seed's tokens must fail with INVALID
 #   sweep     run_bench's "does not fit" classifier on the real messages (lorabench's refusal, ATen's allocator)
 #             and on a failure that is not memory; then --quick --sweep-batch --sweep-max 2: both sides fit 2,
@@ -21,6 +22,11 @@ case "$case_name" in
       grep -qF -- "$row" "$out" || { cat "$out"; echo "FAIL: no row '$row'"; exit 1; }
     done
     grep -q "INVALID" "$out" "$err" && { cat "$out" "$err"; echo "FAIL: INVALID in a passing run"; exit 1; }
+    # the machine's quiet, measured before and after (a figure, a CV and a verdict each time)
+    grep -qE "^host noise .* before: [0-9]+ GFLOP/s, median of [0-9]+ windows .*CV [0-9.]+%\): (quiet|NOT quiet).*; after: [0-9]+ GFLOP/s.*CV [0-9.]+%\): (quiet|NOT quiet)" "$out" ||
+      { cat "$out"; echo "FAIL: no host noise line before and after"; exit 1; }
+    "$py" "$src/bench/host_noise.py" --seconds 0 >"$out.noise0" 2>&1 && { echo "FAIL: host_noise.py ran 0 s"; exit 1; }
+    grep -q "must be > 0" "$out.noise0" || { cat "$out.noise0"; echo "FAIL: host_noise.py's error"; exit 1; }
     ;;
   mismatch)
     if "${cmd[@]}" --fault-peer-seed-offset 1 >"$out" 2>"$err"; then
