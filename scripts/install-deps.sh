@@ -34,6 +34,7 @@ fi
 packages=(
   build-essential cmake ninja-build ccache pkg-config git ca-certificates
   python3 python3-venv
+  python3-dev  # Python.h: torch.compile's C++ kernels (the hf-compile peer, e2e_bench_profiles)
   libopenmpi-dev openmpi-bin
   libhdf5-openmpi-dev hdf5-tools
   libboost-program-options-dev
