@@ -25,10 +25,11 @@ case_() {
   local line
   # The first line that says it is an error; a line ending in ':' (a heading such as "configuration
   # error:") continues with the next line, which names the file, line and key.
-  line="$(awk '/error|lorabench[a-z-]*:/ && !found { found = 1; out = $0; if ($0 !~ /:$/) exit; next }
+  line="$(awk '/error|^lorabench[a-z -]*:/ && !found { found = 1; out = $0; if ($0 !~ /:$/) exit; next }
                found { sub(/^[ \t]+/, ""); out = out " " $0; if ($0 !~ /:$/) exit }
                END { print out }' err.txt)"
-  [[ -n $line ]] || line="$(grep -m1 -v '^[[:space:]]*$' err.txt || true)"
+  # hwloc's own complaints (e.g. no /sys in a chroot) are not lorabench's answer to the bad input.
+  [[ -n $line ]] || line="$(grep -v -e '^[[:space:]]*$' -e '^\[hwloc' err.txt | head -n1 || true)"
   [[ -n $line ]] || line="(nothing on stderr)"
   line="${line//$work/WORK}"
   line="${line//$src/SRC}"
