@@ -85,6 +85,7 @@ unpack() {
   mkdir -p "$root"
   local deb
   for deb in "$dir"/debs/*.deb; do
+    [[ -e $deb ]] || continue  # none carried (a machine with its own packages; the flow's test)
     if command -v dpkg-deb >/dev/null 2>&1; then
       dpkg-deb -x "$deb" "$root" || die "cannot unpack $deb"
     else
@@ -110,7 +111,7 @@ PY
   for b in mpirun mpiexec mpicc mpicxx mpic++; do
     [[ -e $root/usr/bin/$b.openmpi ]] && ln -sf "$b.openmpi" "$root/usr/bin/$b"
   done
-  ln -sf pkgconf "$root/usr/bin/pkg-config"
+  [[ -e $root/usr/bin/pkgconf ]] && ln -sf pkgconf "$root/usr/bin/pkg-config"
   # Symbolic links inside the packages are absolute (/usr/lib/...): make them point into the root.
   local link target
   while IFS= read -r link; do
@@ -137,12 +138,17 @@ export PKG_CONFIG_PATH="$root/usr/lib/$arch/pkgconfig:$root/usr/share/pkgconfig:
 export CMAKE_PREFIX_PATH="$root/usr:\${CMAKE_PREFIX_PATH:-}"
 export CPATH="$root/usr/include:\${CPATH:-}"
 export LIBRARY_PATH="$ompi/lib:$root/usr/lib/$arch:\${LIBRARY_PATH:-}"
-# Open MPI found where it was unpacked (its installdirs read these), PMIx likewise.
+EOF
+  # Open MPI found where it was unpacked (its installdirs read these), PMIx likewise; only when it was
+  # carried, so that a carry without it leaves the machine's own Open MPI as it is.
+  [[ -d $ompi ]] && cat <<EOF
 export OPAL_PREFIX="$root/usr" OPAL_EXEC_PREFIX="$root/usr" OPAL_BINDIR="$root/usr/bin" OPAL_LIBDIR="$ompi/lib"
 export OPAL_INCLUDEDIR="$ompi/include" OPAL_DATAROOTDIR="$root/usr/share" OPAL_DATADIR="$root/usr/share"
 export OPAL_PKGDATADIR="$root/usr/share/openmpi" OPAL_SYSCONFDIR="$root/etc/openmpi"
 export OPAL_PKGLIBDIR="$ompi/lib/openmpi3"
 export PMIX_INSTALL_PREFIX="$root/usr" PMIX_MCA_mca_base_component_path="$root/usr/lib/$arch/pmix2/lib/pmix"
+EOF
+  cat <<EOF
 # One host, as root: shared memory between ranks, no UCX or verbs probing.
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader OMPI_MCA_osc=^ucx OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 HWLOC_HIDE_ERRORS=1
@@ -164,6 +170,53 @@ step() {
     { echo "### $name: last lines"; echo '```'; tail -n 30 "$OUT/logs/$name.log"; echo '```'; } >>"$OUT/failures.md"
   fi
   echo "gpu_check: $name: $([[ $rc -eq 0 ]] && echo ok || echo "FAILED ($rc)") in ${dt}s"
+  summarize
+  return 0
+}
+
+# summarize: OUT/summary.md from what the steps so far left in OUT. `step` calls it after every step of
+# `run`, so a command cut off by the lent machine's time limit still brings back a summary up to there.
+summarize() {
+  {
+    echo "# lorabench GPU check"
+    echo
+    echo '```'
+    cat "$OUT/versions.txt"
+    echo '```'
+    echo
+    [[ ${RUN_DONE:-0} -eq 1 ]] ||
+      echo "**Incomplete**: written after the last step below; the steps after it did not run (cut off?)."
+    echo
+    echo "| step | outcome | seconds |"
+    echo "| --- | --- | --- |"
+    cat "$OUT/steps.md"
+    echo
+    echo "## gpu tests"
+    echo '```'
+    grep -E 'Test +#|tests passed|Skipped|Failed' "$OUT/logs/ctest_gpu.log" 2>/dev/null | tail -n 20
+    echo '```'
+    echo
+    echo "## doctor"
+    echo '```'
+    cat "$OUT/logs/doctor_1rank.log" "$OUT/logs/doctor_2ranks_shared.log" 2>/dev/null | grep -E 'cuda|gpu_collective|ready|FAIL'
+    echo '```'
+    echo
+    echo "## runs (last step line, summary line)"
+    echo '```'
+    for f in "$OUT"/logs/single_*.log "$OUT"/logs/*_2ranks_*.log; do
+      [[ -f $f ]] || continue
+      echo "$(basename "$f" .log): $(grep -E '^step [0-9]+/' "$f" | tail -n 1)"
+      echo "    $(grep -E '^run: ' "$f" | tail -n 1)"
+    done
+    echo '```'
+    echo
+    echo "## the planner on the GPU"
+    cat "$OUT/plan-gpu.md" "$OUT/plan-gpu-2ranks.md" 2>/dev/null
+    echo
+    awk '/^## / { on = ($0 == "## Prediction vs measurement") } on' "$OUT/report.md" 2>/dev/null
+    [[ -s $OUT/failures.md ]] && { echo; echo "## failures"; cat "$OUT/failures.md"; }
+  } >"$OUT/summary.md.part"
+  mv -f "$OUT/summary.md.part" "$OUT/summary.md"  # whole or not at all, even when cut off while writing it
   return 0
 }
 
@@ -173,7 +226,7 @@ run() {
   mkdir -p "$OUT/logs"
   : >"$OUT/steps.md"
   : >"$OUT/failures.md"
-  FAILED=0
+  FAILED=0 RUN_DONE=0
   unpack "$dir"
   eval "$(environment "$dir")"
   local build=$here/build-gpu py
@@ -230,43 +283,9 @@ run() {
     --set model.dtype=bf16 --set data.seq_len=512 --set train.micro_batch=8 --set parallel.device=cuda \
     --set parallel.backend=mpi -n 2 -o "$OUT/plan-gpu-2ranks.md"
   step report bash -c "cd '$work' && '$build/postprocess/lorabench-report' outputs/*/run.h5 > '$OUT/report.md'"
+  RUN_DONE=1
 
-  {
-    echo "# lorabench GPU check"
-    echo
-    echo '```'
-    cat "$OUT/versions.txt"
-    echo '```'
-    echo
-    echo "| step | outcome | seconds |"
-    echo "| --- | --- | --- |"
-    cat "$OUT/steps.md"
-    echo
-    echo "## gpu tests"
-    echo '```'
-    grep -E 'Test +#|tests passed|Skipped|Failed' "$OUT/logs/ctest_gpu.log" 2>/dev/null | tail -n 20
-    echo '```'
-    echo
-    echo "## doctor"
-    echo '```'
-    cat "$OUT/logs/doctor_1rank.log" "$OUT/logs/doctor_2ranks_shared.log" 2>/dev/null | grep -E 'cuda|gpu_collective|ready|FAIL'
-    echo '```'
-    echo
-    echo "## runs (last step line, summary line)"
-    echo '```'
-    for f in "$OUT"/logs/single_*.log "$OUT"/logs/*_2ranks_*.log; do
-      [[ -f $f ]] || continue
-      echo "$(basename "$f" .log): $(grep -E '^step [0-9]+/' "$f" | tail -n 1)"
-      echo "    $(grep -E '^run: ' "$f" | tail -n 1)"
-    done
-    echo '```'
-    echo
-    echo "## the planner on the GPU"
-    cat "$OUT/plan-gpu.md" "$OUT/plan-gpu-2ranks.md" 2>/dev/null
-    echo
-    awk '/^## / { on = ($0 == "## Prediction vs measurement") } on' "$OUT/report.md" 2>/dev/null
-    [[ -s $OUT/failures.md ]] && { echo; echo "## failures"; cat "$OUT/failures.md"; }
-  } >"$OUT/summary.md"
+  summarize
   # The run files, without checkpoints or adapters (they stay small).
   find "$work" -name '*.safetensors' -delete 2>/dev/null
   echo "gpu_check: $FAILED step(s) failed; $OUT/summary.md"

@@ -6,3 +6,11 @@ if(LORABENCH_TORCH_CUDA AND LORABENCH_HAVE_NCCL)
                                               ${PROJECT_SOURCE_DIR})
   set_tests_properties(e2e_gpu_check_targets PROPERTIES LABELS e2e TIMEOUT 120)
 endif()
+
+# The flow of scripts/gpu_check.sh run on this machine (no GPU): its summary, exit code and a cut-off run.
+if(LORABENCH_TORCH_CUDA AND LORABENCH_HAVE_NCCL)
+  add_test(NAME e2e_gpu_check_flow COMMAND ${CMAKE_CURRENT_LIST_DIR}/gpu_check_flow.sh $<TARGET_FILE:lorabench>
+                                           $<TARGET_FILE:lorabench-report> ${PROJECT_SOURCE_DIR}
+                                           ${CMAKE_CURRENT_BINARY_DIR}/e2e_gpu_check_flow)
+  set_tests_properties(e2e_gpu_check_flow PROPERTIES LABELS e2e TIMEOUT 300)
+endif()
