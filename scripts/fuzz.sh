@@ -31,6 +31,18 @@ build_fuzzers() {
   cmake --build "$build" -j "$jobs" --target lorabench_fuzzers
 }
 
+# Two `run`s at once (ctest -j runs the targets' tests in parallel) must not build the directory at the
+# same time: concurrent ninjas in one directory race on its build log (ninja: error: opening build log) and
+# one fails. The build is taken under a lock beside the directory, and its output is shown when it fails.
+build_locked() {
+  mkdir -p "$(dirname "$build")"
+  local log="$build.run-build.$$.log" rc=0
+  ( flock 9; build_fuzzers ) 9>"$build.lock" >"$log" 2>&1 || rc=$?
+  if [ "$rc" -ne 0 ]; then cat "$log" >&2; echo "fuzz.sh: building $build failed (exit $rc)" >&2; fi
+  rm -f "$log"
+  return "$rc"
+}
+
 run_one() {  # target seconds runs extra...
   local t="$1" secs="$2" runs="$3"
   shift 3
@@ -64,7 +76,7 @@ if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then export TMPDI
 cmd="${1:-}"
 [ $# -gt 0 ] && shift
 case "$cmd" in
-  build) build_fuzzers ;;
+  build) ( flock 9; build_fuzzers ) 9>"$build.lock" ;;
   list) printf '%s\n' "${targets[@]}" ;;
   run)
     [ $# -ge 1 ] || die "usage: scripts/fuzz.sh run TARGET|all [-t SECONDS] [-n RUNS] [-- libFuzzer options]"
@@ -83,7 +95,7 @@ case "$cmd" in
     for t in "${sel[@]}"; do
       printf '%s\n' "${targets[@]}" | grep -qx "$t" || die "unknown target $t (scripts/fuzz.sh list)"
     done
-    build_fuzzers >/dev/null
+    build_locked || exit 1
     failed=0
     for t in "${sel[@]}"; do run_one "$t" "$secs" "$runs" "$@" || failed=1; done
     exit "$failed"

@@ -16,3 +16,7 @@ foreach(t IN LISTS fuzz_targets)
   set_tests_properties(${t} PROPERTIES LABELS fuzz TIMEOUT 300 FIXTURES_REQUIRED lorabench_fuzz_build
                        ENVIRONMENT "${fuzz_env}")
 endforeach()
+# Two runs started together (as ctest -j does with the tests above) must not break each other's build step.
+add_test(NAME fuzz_concurrent_runs COMMAND ${CMAKE_CURRENT_LIST_DIR}/concurrent_runs.sh)
+set_tests_properties(fuzz_concurrent_runs PROPERTIES LABELS fuzz TIMEOUT 300 FIXTURES_REQUIRED lorabench_fuzz_build
+                     ENVIRONMENT "${fuzz_env}")
