@@ -19,25 +19,29 @@ targets=(fuzz_config fuzz_safetensors fuzz_hf_config fuzz_adapter_config fuzz_to
 
 die() { echo "fuzz.sh: $*" >&2; exit 2; }
 
+# Several `run`s may start at once (ctest -j runs the targets' tests in parallel): two ninjas in one directory
+# race on its build log (ninja: error: opening build log) and one fails, so the configure + build is taken
+# under a lock beside the directory.
 build_fuzzers() {
   command -v clang++ >/dev/null 2>&1 || die "clang++ not found (scripts/install-deps.sh installs clang and libclang-rt-14-dev)"
   # shellcheck source=compiler-cache.sh
   . "$here/scripts/compiler-cache.sh"
-  if [ ! -f "$build/build.ninja" ]; then
-    CC=clang CXX=clang++ cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DLORABENCH_FUZZ=ON -DLORABENCH_BUILD_TESTS=OFF -DLORABENCH_WITH_CUDA=OFF -DLORABENCH_WITH_NCCL=OFF \
-      -DLORABENCH_WITH_PAPI=OFF "${lb_cache_args[@]}" >"$build.configure.log" 2>&1 || { cat "$build.configure.log" >&2; exit 1; }
-  fi
-  cmake --build "$build" -j "$jobs" --target lorabench_fuzzers
+  mkdir -p "$(dirname "$build")"
+  (
+    flock 9 || die "cannot lock $build.lock"
+    if [ ! -f "$build/build.ninja" ]; then
+      CC=clang CXX=clang++ cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DLORABENCH_FUZZ=ON -DLORABENCH_BUILD_TESTS=OFF -DLORABENCH_WITH_CUDA=OFF -DLORABENCH_WITH_NCCL=OFF \
+        -DLORABENCH_WITH_PAPI=OFF "${lb_cache_args[@]}" >"$build.configure.log" 2>&1 || { cat "$build.configure.log" >&2; exit 1; }
+    fi
+    cmake --build "$build" -j "$jobs" --target lorabench_fuzzers
+  ) 9>"$build.lock"
 }
 
-# Two `run`s at once (ctest -j runs the targets' tests in parallel) must not build the directory at the
-# same time: concurrent ninjas in one directory race on its build log (ninja: error: opening build log) and
-# one fails. The build is taken under a lock beside the directory, and its output is shown when it fails.
-build_locked() {
-  mkdir -p "$(dirname "$build")"
+# `run` builds quietly: the build's output is shown only when it fails.
+build_quietly() {
   local log="$build.run-build.$$.log" rc=0
-  ( flock 9; build_fuzzers ) 9>"$build.lock" >"$log" 2>&1 || rc=$?
+  ( build_fuzzers ) >"$log" 2>&1 || rc=$?  # a subshell: a die inside still reaches the lines below
   if [ "$rc" -ne 0 ]; then cat "$log" >&2; echo "fuzz.sh: building $build failed (exit $rc)" >&2; fi
   rm -f "$log"
   return "$rc"
@@ -76,7 +80,7 @@ if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then export TMPDI
 cmd="${1:-}"
 [ $# -gt 0 ] && shift
 case "$cmd" in
-  build) ( flock 9; build_fuzzers ) 9>"$build.lock" ;;
+  build) build_fuzzers ;;
   list) printf '%s\n' "${targets[@]}" ;;
   run)
     [ $# -ge 1 ] || die "usage: scripts/fuzz.sh run TARGET|all [-t SECONDS] [-n RUNS] [-- libFuzzer options]"
@@ -95,7 +99,7 @@ case "$cmd" in
     for t in "${sel[@]}"; do
       printf '%s\n' "${targets[@]}" | grep -qx "$t" || die "unknown target $t (scripts/fuzz.sh list)"
     done
-    build_locked || exit 1
+    build_quietly || exit 1
     failed=0
     for t in "${sel[@]}"; do run_one "$t" "$secs" "$runs" "$@" || failed=1; done
     exit "$failed"
