@@ -53,6 +53,24 @@ def torch_python():
         return os.path.join(venv, "bin", "python")
 
 
+def cpu_bf16_gemm_native(cpuinfo="/proc/cpuinfo"):
+    """Whether libtorch runs bf16 GEMMs on this CPU with oneDNN: only with AVX-512 F, BW, VL and DQ. Elsewhere
+    (an AVX2-only AMD EPYC) it runs its reference loops, about 70x slower than fp32 on one core, and lorabench
+    runs each bf16 GEMM as an fp32 GEMM on inputs widened from bf16 (src/model/gemm.cpp, the same test of
+    the CPU's features). Without /proc/cpuinfo (not Linux): True."""
+    try:
+        with open(cpuinfo) as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), None)
+    except OSError:
+        return True
+    return flags is None or {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= set(flags)
+
+
+def cpu_gemm_dtype(torch):
+    """The dtype a bf16 GEMM really runs in on this CPU: bfloat16 (oneDNN) or float32 (widened; above)."""
+    return torch.bfloat16 if cpu_bf16_gemm_native() else torch.float32
+
+
 QUIET_CV = 0.05  # host_noise.py's CV above which the machine's own speed moves more than a frame may (5%)
 
 
@@ -63,6 +81,6 @@ def host_noise(seconds, device="cpu", env=None):
                         "--device", device], env=env, stdout=subprocess.PIPE, text=True, check=True)
     r = json.loads(p.stdout.strip().splitlines()[-1])
     verdict = "quiet" if r["cv"] <= QUIET_CV else "NOT quiet: timings taken on it move with the host"
-    r["line"] = (f"{r['median_gflops']:.0f} GFLOP/s, median of {r['windows']} windows of {r['window_s']:g} s "
+    r["line"] = (f"{r['median_gflops']:.0f} GFLOP/s ({r.get('gemm', 'bf16')}), median of {r['windows']} windows of {r['window_s']:g} s "
                  f"(range {r['min_gflops']:.0f}-{r['max_gflops']:.0f}, CV {100 * r['cv']:.1f}%): {verdict}")
     return r

@@ -3,9 +3,13 @@
 runs the GEMMs of the model's own training step, at their best.
 
 The path is ATen's (oneDNN for bf16 on CPU, cuBLAS on GPU): the same libtorch lorabench is built
-against and the peers run on. The shapes are the step's large GEMMs at its token count T = micro-batch x
-seq: per decoder layer the packed q|k|v, o, packed gate|up and down projections, each as the forward
-x @ W^T and as the input-gradient dY @ W; the LM head as vocabulary chunks of 16384 columns (logits
+against and the peers run on. On a CPU without AVX-512, libtorch's bf16 GEMM is its reference loops (about
+70x slower than fp32); the fastest GEMM of these bf16 values there is fp32 on the values widened, which is
+what lorabench runs (src/model/gemm.cpp), and that is the frame (benchlib.cpu_bf16_gemm_native).
+
+The shapes are the step's large GEMMs at its token count T = micro-batch x seq: per decoder layer the
+packed q|k|v, o, packed gate|up and down projections, each as the forward x @ W^T and as the
+input-gradient dY @ W; the LM head as vocabulary chunks of 16384 columns (logits
 h @ E_c^T and the accumulation p @ E_c). Each shape is timed in samples of at least --min-sample-s,
 interleaved with the other shapes for --rounds rounds; a shape's time is the best of its samples (noise
 only ever slows a GEMM down). The frame is the step's GEMM FLOPs over the sum of the shapes' best times
@@ -22,6 +26,8 @@ import os
 import time
 
 import torch
+
+from benchlib import cpu_gemm_dtype
 
 HEAD_CHUNK = 16384  # lorabench's vocabulary chunk (docs/model.md)
 
@@ -69,12 +75,15 @@ def lora_flops_per_token(cfg, seq, r):
 
 
 def measure(cfg, tokens, dtype, device, rounds, min_sample_s):
+    """dtype: the values' type (bf16); the GEMMs run in `dtype`, or in fp32 on its values (widen_to)."""
+    widen_to = dtype if device.type == "cuda" else cpu_gemm_dtype(torch)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     cases = []
     for name, m, k, n, trans, count in step_gemms(cfg, tokens):
-        a = torch.randn(m, k, device=device).to(dtype)
-        b = torch.randn(n, k, device=device).to(dtype).t() if trans else torch.randn(k, n, device=device).to(dtype)
-        c = torch.empty(m, n, device=device, dtype=dtype)
+        a = torch.randn(m, k, device=device).to(dtype).to(widen_to)
+        b = torch.randn(n, k, device=device).to(dtype).to(widen_to)
+        b = b.t() if trans else b.view(k, n)
+        c = torch.empty(m, n, device=device, dtype=widen_to)
         torch.mm(a, b, out=c)  # warm-up: kernel selection, first touch
         sync()
         t0 = time.perf_counter()
@@ -116,7 +125,9 @@ def main():
     tokens = args.seq * args.batch
     t0 = time.time()
     rate, shapes = measure(cfg, tokens, torch.bfloat16, torch.device(args.device), args.rounds, args.min_sample_s)
-    how = (f"bf16 GEMMs of the step's shapes (T={tokens}) via ATen, FLOP-weighted best of {args.rounds} "
+    native = args.device == "cuda" or cpu_gemm_dtype(torch) == torch.bfloat16
+    gemms = "bf16" if native else "fp32 (bf16 values; no AVX-512, see frame.py)"
+    how = (f"{gemms} GEMMs of the step's shapes (T={tokens}) via ATen, FLOP-weighted best of {args.rounds} "
            f"interleaved rounds of >= {args.min_sample_s:g} s samples, {args.threads} thread(s), {args.device}")
     print(json.dumps({"frame_flops_per_s": rate, "how": how, "shapes": shapes,
                       "seconds": time.time() - t0}), flush=True)

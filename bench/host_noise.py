@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Is this machine quiet enough to compare timings? One bf16 GEMM of a decoder layer's gate|up shape
-(256 x 896 x 9728, Qwen2.5-0.5B at seq 256), one thread on the first allowed core, timed over and over in
+(256 x 896 x 9728, Qwen2.5-0.5B at seq 256; on a CPU without AVX-512, where libtorch's bf16 GEMM is its
+reference loops, the fp32 GEMM that lorabench runs there on bf16 values: benchlib.cpu_bf16_gemm_native), one thread on the first allowed core, timed over and over in
 short windows for a few seconds: its median rate, range and coefficient of variation (CV).
 
 On a quiet machine the CV is about 1% (a dedicated core, nothing else on it). On a shared VM whose host
@@ -11,7 +12,7 @@ it was taken on a quiet machine.
 
     python bench/host_noise.py [--seconds 10] [--window-s 0.05] [--device cpu|cuda]
 
-Prints one JSON line: median_gflops, min_gflops, max_gflops, cv, windows, seconds, window_s, device.
+Prints one JSON line: median_gflops, min_gflops, max_gflops, cv, windows, seconds, window_s, device, gemm.
 benchlib.host_noise runs it and calls a CV above 5% not quiet.
 """
 import argparse
@@ -22,13 +23,16 @@ import time
 
 import torch
 
+from benchlib import cpu_gemm_dtype
+
 
 def measure(seconds, window_s, device="cpu", m=256, k=896, n=9728):
     dev = torch.device(device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-    a = torch.randn(m, k, device=dev).to(torch.bfloat16)
-    b = torch.randn(n, k, device=dev).to(torch.bfloat16).t()
-    c = torch.empty(m, n, device=dev, dtype=torch.bfloat16)
+    gemm = torch.bfloat16 if dev.type == "cuda" else cpu_gemm_dtype(torch)
+    a = torch.randn(m, k, device=dev).to(torch.bfloat16).to(gemm)
+    b = torch.randn(n, k, device=dev).to(torch.bfloat16).to(gemm).t()
+    c = torch.empty(m, n, device=dev, dtype=gemm)
     for _ in range(3):
         torch.mm(a, b, out=c)  # kernel selection, first touch
     sync()
@@ -50,7 +54,8 @@ def measure(seconds, window_s, device="cpu", m=256, k=896, n=9728):
     mean = statistics.fmean(rates)
     return {"median_gflops": statistics.median(rates), "min_gflops": min(rates), "max_gflops": max(rates),
             "cv": statistics.pstdev(rates) / mean if mean > 0 else float("nan"), "windows": len(rates),
-            "seconds": seconds, "window_s": window_s, "device": device}
+            "seconds": seconds, "window_s": window_s, "device": device,
+            "gemm": "bf16" if gemm == torch.bfloat16 else "fp32 on bf16 values, no AVX-512"}
 
 
 def main():

@@ -29,7 +29,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 
-from benchlib import host_noise, mpirun, summary
+from benchlib import cpu_bf16_gemm_native, host_noise, mpirun, summary
 from equal_work import LOSS_RTOL, hf_config, loss_matches, write_snapshot
 from frame import lora_flops_per_token
 
@@ -217,6 +217,21 @@ def versions(env):
                                      text=True, check=True).stdout)
 
 
+REFERENCE_BF16 = ("this CPU has no AVX-512 (F, BW, VL, DQ): libtorch runs the peers' bf16 GEMMs with its "
+                  "reference loops (about 1 GFLOP/s on one core, some 70x slower than its fp32 GEMM), while "
+                  "lorabench runs each as an fp32 GEMM on the bf16 values widened (src/model/gemm.cpp)")
+
+
+def reference_bf16_refusal(device, quick, allowed, cpuinfo="/proc/cpuinfo"):
+    """Why the full CPU table is not started on a CPU where the peers' bf16 GEMMs are libtorch's reference
+    loops (one 0.5B peer step takes about 10 minutes there, the table many hours), or None."""
+    if device != "cpu" or quick or allowed or cpu_bf16_gemm_native(cpuinfo):
+        return None
+    return (f"bench: REFUSED: {REFERENCE_BF16}; one Qwen2.5-0.5B peer step would take about 10 minutes and the "
+            "table many hours. Run it on a CPU with AVX-512, or pass --allow-reference-bf16 to measure anyway "
+            "(--quick runs the tiny shape).")
+
+
 def machine_facts(args, env):
     facts = {"versions": versions(env), "cpus": os.cpu_count()}
     if args.device == "cuda":
@@ -317,6 +332,8 @@ def render(args, facts, results, frames, sweeps):
     add(f"machine: {facts['cpu']}, {facts['cpus']} CPUs, ISA: {facts['isa']}"
         + (f"; GPU: {facts['gpu']}" if "gpu" in facts else ""))
     add(f"libtorch: {facts['torch_kernels']}")
+    if args.device == "cpu" and not cpu_bf16_gemm_native():
+        add(f"bf16 GEMMs: {REFERENCE_BF16}")
     if "blas" in facts:
         add(f"BLAS: {facts['blas']}")
     add("versions: " + ", ".join(f"{k} {x}" for k, x in v.items()))
@@ -396,12 +413,19 @@ def main():
     ap.add_argument("--peers-only", action="store_true", help="only the peers (no lorabench side)")
     ap.add_argument("--out", default=None, help="also write the Markdown table here")
     ap.add_argument("--json", default=None, help="also write the raw results here")
+    ap.add_argument("--allow-reference-bf16", action="store_true",
+                    help="run the full CPU table even where the peers' bf16 GEMMs are libtorch's reference loops")
+    ap.add_argument("--cpuinfo", default="/proc/cpuinfo", help=argparse.SUPPRESS)  # tests: another CPU's flags
     ap.add_argument("--fault-peer-seed-offset", type=int, default=0,
                     help="for the equal-work test: the peers draw another seed's tokens, which must fail the check")
     args = ap.parse_args()
     if args.device == "auto":
         import torch
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
+    refusal = reference_bf16_refusal(args.device, args.quick, args.allow_reference_bf16, args.cpuinfo)
+    if refusal:
+        print(refusal, file=sys.stderr)
+        sys.exit(2)
     if args.quick:
         args.rounds, args.steps, args.warmup = 1, 2, 1
     workloads = QUICK_WORKLOADS if args.quick else (GPU_WORKLOADS if args.device == "cuda" else CPU_WORKLOADS)

@@ -39,6 +39,7 @@
 #include "lorabench/device/torch_device.hpp"
 #include "lorabench/io/h5.hpp"
 #include "lorabench/metrics/papi.hpp"
+#include "lorabench/model/gemm.hpp"
 #include "lorabench/train/control.hpp"
 
 namespace lorabench::app {
@@ -524,7 +525,7 @@ Check check_blas(const comm::Topology& t) {
   const std::string provider = b.provider, provider_real = b.resolved, kind = b.kind;
   const std::string threads = sys::getenv_or("OPENBLAS_NUM_THREADS", "");
   c.details = {{"sgemm_provider", provider}, {"resolved", provider_real}, {"kind", kind}, {"loaded", loaded},
-               {"OPENBLAS_NUM_THREADS", threads}};
+               {"OPENBLAS_NUM_THREADS", threads}, {"bf16_gemm_cpu", model::bf16_gemm_engine()}};
   if (provider.empty()) {
     c.status = Status::kWarn;
     c.message = "no library provides sgemm_: libtorch uses its own fallback GEMM (slow) or a BLAS this check "
@@ -554,6 +555,8 @@ Check check_blas(const comm::Topology& t) {
   } else if (!threads.empty()) {
     c.message += ", OPENBLAS_NUM_THREADS=" + threads;
   }
+  if (model::cpu_bf16_gemm() == model::CpuBf16Gemm::kViaFp32)
+    c.message += "; bf16 GEMMs: " + model::bf16_gemm_engine();
   return c;
 }
 

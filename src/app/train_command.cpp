@@ -100,6 +100,7 @@ io::KeyValues provenance(const MpiSession& mpi, const comm::Topology& topo, cons
   p.emplace_back("blas", blas.kind + ": sgemm_ from " + blas.provider + " -> " + blas.resolved);
   p.emplace_back("kernel_isa", isa_name(cpu_isa()));  // the ISA variant of lorabench's own kernels
   p.emplace_back("fp32_gemm", model::fp32_gemm_engine());
+  p.emplace_back("bf16_gemm_cpu", model::bf16_gemm_engine());
   p.emplace_back("started_utc", sys::utc_now_iso8601());
   p.emplace_back("slurm_job_id", sys::getenv_or("SLURM_JOB_ID", ""));
   p.emplace_back("slurm_job_nodelist", sys::getenv_or("SLURM_JOB_NODELIST", ""));

@@ -4,19 +4,64 @@
 
 #include <algorithm>
 
+#include "lorabench/core/cpu_isa.hpp"
 #include "lorabench/core/strings.hpp"
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/device/torch_device.hpp"
 
 namespace lorabench::model {
 
-at::Tensor gemm(const at::Tensor& a, const at::Tensor& b) { return at::mm(a, b); }
+namespace {
 
-void gemm_into(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, double alpha, double beta) {
+// A reduced-precision GEMM on the CPU that the route sends through fp32.
+bool widen(const at::Tensor& a, CpuBf16Gemm route) {
+  return route == CpuBf16Gemm::kViaFp32 && a.device().is_cpu() && a.scalar_type() == at::kBFloat16;
+}
+
+at::Tensor f32(const at::Tensor& t) { return t.to(at::kFloat); }
+
+}  // namespace
+
+CpuBf16Gemm cpu_bf16_gemm() {
+  // libtorch's own test for oneDNN's bf16 GEMM is AVX-512 BW, VL and DQ: the features of Isa::kAvx512.
+  return cpu_isa() == Isa::kAvx512 ? CpuBf16Gemm::kNative : CpuBf16Gemm::kViaFp32;
+}
+
+std::string bf16_gemm_engine() {
+  return cpu_bf16_gemm() == CpuBf16Gemm::kNative
+             ? "ATen (oneDNN)"
+             : "fp32 " + fp32_gemm_engine() + " on inputs widened from bf16 (no AVX-512: no oneDNN bf16 GEMM)";
+}
+
+at::Tensor gemm(const at::Tensor& a, const at::Tensor& b, CpuBf16Gemm route) {
+  if (widen(a, route)) return at::mm(f32(a), f32(b)).to(a.scalar_type());
+  return at::mm(a, b);
+}
+
+void gemm_into(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, double alpha, double beta,
+               CpuBf16Gemm route) {
+  if (widen(c, route)) {
+    at::Tensor r = beta == 0 ? at::mm(f32(a), f32(b)).mul_(alpha) : at::addmm(f32(c), f32(a), f32(b), beta, alpha);
+    c.copy_(r);
+    return;
+  }
   c.addmm_(a, b, beta, alpha);
 }
 
-at::Tensor gemm_bias(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b) { return at::addmm(bias, a, b); }
+at::Tensor gemm_bias(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, CpuBf16Gemm route) {
+  if (widen(a, route)) return at::addmm(f32(bias), f32(a), f32(b)).to(a.scalar_type());
+  return at::addmm(bias, a, b);
+}
+
+at::Tensor gemm(const at::Tensor& a, const at::Tensor& b) { return gemm(a, b, cpu_bf16_gemm()); }
+
+void gemm_into(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, double alpha, double beta) {
+  gemm_into(c, a, b, alpha, beta, cpu_bf16_gemm());
+}
+
+at::Tensor gemm_bias(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b) {
+  return gemm_bias(bias, a, b, cpu_bf16_gemm());
+}
 
 std::string fp32_gemm_engine() {
   return at::hasMKL() ? "ATen (MKL inside libtorch)" : "ATen (libtorch's BLAS)";
@@ -46,7 +91,7 @@ metrics::PeakFlops calibrate_gemm_peak(at::ScalarType dtype, int threads, device
   }
   p.detail = strformat("%s GEMM %lldx%lldx%lld via %s, best of %d, %d thread%s", c10::toString(dtype),
                        (long long)n, (long long)n, (long long)n,
-                       dtype == at::kFloat ? fp32_gemm_engine().c_str() : "ATen (oneDNN)", repeats, threads,
+                       dtype == at::kFloat ? fp32_gemm_engine().c_str() : bf16_gemm_engine().c_str(), repeats, threads,
                        threads == 1 ? "" : "s");
   return p;
 }

@@ -5,7 +5,8 @@
 #   mismatch  the same with the peer on another seed's tokens must fail with INVALID
 #   sweep     run_bench's "does not fit" classifier on the real messages (lorabench's refusal, ATen's allocator)
 #             and on a failure that is not memory; then --quick --sweep-batch --sweep-max 2: both sides fit 2,
-#             the sweep line says so and the table gains the tiny-bf16-b2 rows
+#             the sweep line says so and the table gains the tiny-bf16-b2 rows; and the full CPU table is
+#             refused on a CPU without AVX-512 (benchlib.cpu_bf16_gemm_native on given flags)
 #   profiles  lorabench-profile-ops (LORABENCH is then its path) and bench/profile_peer.py (eager and compiled)
 #             on the tiny shape: each prints a group table with GEMMs and libtorch's flash attention kernels
 #             (and, compiled, torch.compile's generated kernels), adding up to the step
@@ -23,7 +24,7 @@ case "$case_name" in
     done
     grep -q "INVALID" "$out" "$err" && { cat "$out" "$err"; echo "FAIL: INVALID in a passing run"; exit 1; }
     # the machine's quiet, measured before and after (a figure, a CV and a verdict each time)
-    grep -qE "^host noise .* before: [0-9]+ GFLOP/s, median of [0-9]+ windows .*CV [0-9.]+%\): (quiet|NOT quiet).*; after: [0-9]+ GFLOP/s.*CV [0-9.]+%\): (quiet|NOT quiet)" "$out" ||
+    grep -qE "^host noise .* before: [0-9]+ GFLOP/s( \([^)]*\))?, median of [0-9]+ windows .*CV [0-9.]+%\): (quiet|NOT quiet).*; after: [0-9]+ GFLOP/s.*CV [0-9.]+%\): (quiet|NOT quiet)" "$out" ||
       { cat "$out"; echo "FAIL: no host noise line before and after"; exit 1; }
     "$py" "$src/bench/host_noise.py" --seconds 0 >"$out.noise0" 2>&1 && { echo "FAIL: host_noise.py ran 0 s"; exit 1; }
     grep -q "must be > 0" "$out.noise0" || { cat "$out.noise0"; echo "FAIL: host_noise.py's error"; exit 1; }
@@ -53,6 +54,31 @@ for name, rc, want in (("refused", 2, "this run cannot fit"), ("aten", 1, "can't
 if no_fit_reason(0, "out of memory") is not None or no_fit_reason(-9, "") is None:
     sys.exit("FAIL: no_fit_reason on exit codes 0 / -9")
 PY
+    # Where libtorch's bf16 CPU GEMMs are its reference loops (no AVX-512), the full CPU table is refused
+    # with the reason; with AVX-512, --quick, --allow-reference-bf16 or on a GPU it is not.
+    printf 'processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\n' >"$work/cpuinfo-avx2"
+    printf 'processor\t: 0\nflags\t\t: fpu avx2 fma avx512f avx512dq avx512bw avx512vl\n' >"$work/cpuinfo-avx512"
+    "$py" - "$src/bench" "$work" <<'PY'
+import sys
+sys.path.insert(0, sys.argv[1])
+from benchlib import cpu_bf16_gemm_native
+from run_bench import reference_bf16_refusal
+avx2, avx512 = f"{sys.argv[2]}/cpuinfo-avx2", f"{sys.argv[2]}/cpuinfo-avx512"
+if cpu_bf16_gemm_native(avx2) or not cpu_bf16_gemm_native(avx512):
+    sys.exit("FAIL: cpu_bf16_gemm_native on the AVX2 / AVX-512 flags")
+msg = reference_bf16_refusal("cpu", False, False, avx2)
+if not msg or "no AVX-512" not in msg or "--allow-reference-bf16" not in msg:
+    sys.exit(f"FAIL: no refusal on AVX2: {msg!r}")
+for args in (("cpu", False, False, avx512), ("cpu", True, False, avx2), ("cpu", False, True, avx2),
+             ("cuda", False, False, avx2)):
+    if reference_bf16_refusal(*args) is not None:
+        sys.exit(f"FAIL: refused {args}")
+PY
+    if "$py" "$src/bench/run_bench.py" --lorabench "$lorabench" --device cpu --cpuinfo "$work/cpuinfo-avx2" \
+        >"$out.refused-cpu" 2>&1; then
+      echo "FAIL: the full CPU table started on an AVX2-only CPU"; exit 1
+    fi
+    grep -q "bench: REFUSED: this CPU has no AVX-512" "$out.refused-cpu" || { cat "$out.refused-cpu"; echo "FAIL: not the refusal"; exit 1; }
     "${cmd[@]}" --sweep-batch --sweep-max 2 >"$out" 2>"$err" || { cat "$out" "$err"; echo "FAIL: the sweep failed"; exit 1; }
     grep -qF "tiny-bf16, the largest micro-batch each side fits (doubling, 1 warm-up + 1 step per try): lorabench 2 (4 and above not tried (--sweep-max 2)); hf-eager 2 (4 and above not tried (--sweep-max 2))" "$out" ||
       { cat "$out"; echo "FAIL: no sweep line"; exit 1; }

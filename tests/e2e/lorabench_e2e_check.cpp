@@ -100,7 +100,12 @@ void check_doctor_json(const std::string& path) {
   for (const auto& c : j.at("checks")) {
     if (c.at("name") == "hdf5") expect(c.at("status") == "ok", "hdf5 collective test passed");
     // An identified, optimised BLAS behind libtorch's fp32 GEMM (MKL inside the official libtorch).
-    if (c.at("name") == "blas") expect(c.at("status") == "ok", "blas: " + c.value("message", std::string()));
+    if (c.at("name") == "blas") {
+      expect(c.at("status") == "ok", "blas: " + c.value("message", std::string()));
+      // How bf16 GEMMs run on this CPU: oneDNN, or fp32 on widened values where there is no AVX-512.
+      const std::string bf16 = c.at("details").value("bf16_gemm_cpu", std::string());
+      expect(bf16 == "ATen (oneDNN)" || bf16.rfind("fp32 ", 0) == 0, "blas: bf16_gemm_cpu '" + bf16 + "'");
+    }
     if (c.at("name") == "cuda") {
       // One NCCL in the process, and where the communicator is built, the very file CMake linked it to.
       auto libs = c.at("details").at("nccl_libraries").get<std::vector<std::string>>();

@@ -12,6 +12,7 @@
 
 #include "../../src/model/attention.hpp"
 #include "../../src/model/kernels.hpp"
+#include "lorabench/core/cpu_isa.hpp"
 #include "lorabench/model/gemm.hpp"
 #include "lorabench/model/qwen2.hpp"
 
@@ -120,6 +121,44 @@ TEST(Gemm, IntoAColumnSliceLeavesTheRestAlone) {
   EXPECT_LE(max_rel(w.narrow(1, 7, 29), wide.narrow(1, 7, 29) + 0.5 * at::mm(a, b)), 1e-6);
   EXPECT_TRUE(at::equal(w.narrow(1, 0, 7), wide.narrow(1, 0, 7))) << "columns before the slice changed";
   EXPECT_TRUE(at::equal(w.narrow(1, 36, 14), wide.narrow(1, 36, 14))) << "columns after the slice changed";
+}
+
+// bf16 through fp32 (the route on CPUs without AVX-512) against libtorch's own bf16 GEMM, both routes taken
+// on whatever CPU runs the test (small shapes: libtorch's reference loops are slow, not wrong): the same
+// dtype out, each element within one bf16 rounding (2^-8 relative) of the other route's, for the plain
+// product, the accumulate-into-a-column-slice form (nothing outside the slice touched) and the biased form;
+// and fp32 tensors are the same on both routes.
+TEST(Gemm, Bf16ThroughFp32MatchesLibtorchsBf16Gemm) {
+  at::manual_seed(11);
+  const auto native = CpuBf16Gemm::kNative, wide = CpuBf16Gemm::kViaFp32;
+  at::Tensor a = at::randn({37, 64}).to(at::kBFloat16), b = at::randn({29, 64}).to(at::kBFloat16).t();
+  at::Tensor bias = at::randn({29}).to(at::kBFloat16);
+  // Each element's error bound: one rounding of the result plus fp32 summation-order noise, against |a||b|.
+  const at::Tensor scale = at::mm(a.to(at::kFloat).abs(), b.to(at::kFloat).abs()) + 1e-3;
+  auto close = [&](const at::Tensor& x, const at::Tensor& y) {
+    EXPECT_EQ(x.scalar_type(), at::kBFloat16);
+    EXPECT_EQ(y.scalar_type(), at::kBFloat16);
+    return ((x.to(at::kFloat) - y.to(at::kFloat)).abs() / scale).max().item<double>();
+  };
+  EXPECT_LE(close(gemm(a, b, wide), gemm(a, b, native)), 1.0 / 128);
+  const at::Tensor exact = at::mm(a.to(at::kFloat), b.to(at::kFloat));
+  EXPECT_LE(((gemm(a, b, wide).to(at::kFloat) - exact).abs() / scale).max().item<double>(), 1.0 / 256)
+      << "not one rounding of the fp32 product";
+  EXPECT_LE(close(gemm_bias(bias, a, b, wide), gemm_bias(bias, a, b, native)), 1.0 / 128);
+  for (double beta : {0.0, 1.0}) {
+    const at::Tensor wide0 = at::randn({37, 40}).to(at::kBFloat16);
+    at::Tensor w1 = wide0.clone(), w2 = wide0.clone();
+    at::Tensor s1 = w1.narrow(1, 5, 29), s2 = w2.narrow(1, 5, 29);
+    gemm_into(s1, a, b, 0.5, beta, wide);
+    gemm_into(s2, a, b, 0.5, beta, native);
+    EXPECT_LE(close(s1, s2), 1.0 / 64) << "beta " << beta;
+    EXPECT_TRUE(at::equal(w1.narrow(1, 0, 5), wide0.narrow(1, 0, 5))) << "columns before the slice changed";
+    EXPECT_TRUE(at::equal(w1.narrow(1, 34, 6), wide0.narrow(1, 34, 6))) << "columns after the slice changed";
+  }
+  const at::Tensor af = at::randn({8, 16}), bf = at::randn({16, 4});
+  EXPECT_TRUE(at::equal(gemm(af, bf, wide), at::mm(af, bf)));
+  // The route this CPU takes is the one its features call for.
+  EXPECT_EQ(cpu_bf16_gemm(), lorabench::cpu_isa() == lorabench::Isa::kAvx512 ? native : wide);
 }
 
 // Causal grouped-query attention's backward against the formula in fp64 (probabilities materialised):

@@ -1,6 +1,12 @@
 // The GEMMs of the model, in one place: all through ATen (on CPU: oneDNN for bf16, MKL for fp32, both
 // inside libtorch). lorabench once called Debian's oneDNN sgemm for fp32 (faster than Debian's OpenBLAS);
 // next to the official libtorch's MKL it no longer paid (docs/results.md) and was removed.
+//
+// bf16 on a CPU without AVX-512: libtorch sends a bf16 GEMM to oneDNN only when the CPU has AVX-512 (BW, VL,
+// DQ); elsewhere (an AVX2-only AMD EPYC, say) it runs its reference loops, about 1 GFLOP/s on one core
+// against 70 for fp32 (docs/performance.md). There each bf16 GEMM runs as an fp32 GEMM on its inputs widened
+// to fp32 (exactly), with the result rounded to bf16 once: the arithmetic of oneDNN's bf16 GEMM (exact
+// products, fp32 accumulation, one rounding), the same dtypes in and out, only the summation order differs.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -21,6 +27,16 @@ at::Tensor gemm_bias(const at::Tensor& bias, const at::Tensor& a, const at::Tens
 
 // Which fp32 GEMM runs, for the provenance: "ATen (MKL inside libtorch)" or "ATen (libtorch's BLAS)".
 std::string fp32_gemm_engine();
+
+// How bf16 GEMMs on CPU tensors run: kNative (libtorch's oneDNN; the CPU has AVX-512) or kViaFp32 (above).
+enum class CpuBf16Gemm { kNative, kViaFp32 };
+CpuBf16Gemm cpu_bf16_gemm();
+// ... in words, for the provenance and the calibrated peak's description.
+std::string bf16_gemm_engine();
+// The three GEMMs above with the CPU bf16 route given (tests compare the two on any CPU).
+at::Tensor gemm(const at::Tensor& a, const at::Tensor& b, CpuBf16Gemm route);
+void gemm_into(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, double alpha, double beta, CpuBf16Gemm route);
+at::Tensor gemm_bias(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, CpuBf16Gemm route);
 
 // The per-rank peak for MFU: the best of `repeats` timed n x n x n GEMMs through gemm() (the model's own
 // GEMM path) in `dtype`, after one warm-up, on `dev` (each timed GEMM waits for the device: on CUDA the

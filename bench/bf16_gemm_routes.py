@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""How a bf16 GEMM runs on this CPU, three ways, on the shapes of a Qwen2.5-0.5B step (256 tokens):
+
+  libtorch bf16    torch.mm on bf16 tensors: oneDNN where the CPU has AVX-512 (F, BW, VL, DQ), libtorch's
+                   reference loops elsewhere; what transformers + peft run in bf16 on a CPU
+  widened to fp32  what lorabench runs on a CPU without AVX-512 (src/model/gemm.cpp): both inputs widened
+                   to fp32, an fp32 GEMM, the result rounded to bf16; the widening and rounding are timed
+  fp32 alone       the fp32 GEMM of the same values with no conversions (the frame's rate there, bench/frame.py)
+
+One thread on the first allowed core, each shape timed in interleaved samples of >= --min-sample-s, best
+of --rounds. Prints a Markdown table (ms per GEMM and GFLOP/s) and whether this CPU has AVX-512
+(benchlib.cpu_bf16_gemm_native). docs/performance.md, "bf16 on CPUs without AVX-512", quotes it.
+
+    python bench/bf16_gemm_routes.py [--rounds 3] [--min-sample-s 0.2]
+"""
+import argparse
+import os
+import time
+
+import torch
+
+from benchlib import cpu_bf16_gemm_native
+
+# (name, M, K, N, b transposed): the forward x @ W^T of the packed q|k|v and gate|up projections, the down
+# projection's input gradient dY @ W, and one 16384-column chunk of the head's logits.
+SHAPES = [("q|k|v fwd", 256, 896, 1152, True), ("gate|up fwd", 256, 896, 9728, True),
+          ("down dgrad", 256, 896, 4864, False), ("head chunk logits", 256, 896, 16384, True)]
+
+
+def routes(a, b):
+    a32, b32 = a.float(), b.float()
+    return {"libtorch bf16": lambda: torch.mm(a, b),
+            "widened to fp32": lambda: torch.mm(a.float(), b.float()).to(torch.bfloat16),
+            "fp32 alone": lambda: torch.mm(a32, b32)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--min-sample-s", type=float, default=0.2)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    torch.manual_seed(0)
+    cases = []
+    for name, m, k, n, trans in SHAPES:
+        a = torch.randn(m, k).to(torch.bfloat16)
+        b = torch.randn(n, k).to(torch.bfloat16)
+        b = b.t() if trans else b.view(k, n)
+        for route, fn in routes(a, b).items():
+            t0 = time.perf_counter()
+            fn()  # warm-up, and how many repetitions fill a sample
+            reps = max(1, int(args.min_sample_s / max(time.perf_counter() - t0, 1e-6)))
+            cases.append({"shape": name, "mkn": (m, k, n), "route": route, "fn": fn, "reps": reps, "best": 1e30})
+    for _ in range(args.rounds):
+        for c in cases:
+            t0 = time.perf_counter()
+            for _ in range(c["reps"]):
+                c["fn"]()
+            c["best"] = min(c["best"], (time.perf_counter() - t0) / c["reps"])
+    native = cpu_bf16_gemm_native()
+    print(f"CPU: {'AVX-512 (oneDNN bf16 GEMMs)' if native else 'no AVX-512 (libtorch bf16 GEMMs: reference loops)'}, "
+          f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, 1 thread, best of {args.rounds}")
+    names = list(routes(torch.zeros(1, 1), torch.zeros(1, 1)))
+    print("\n| shape (M x K x N) | " + " | ".join(f"{r} ms (GFLOP/s)" for r in names) + " | libtorch bf16 / widened |")
+    print("| --- " * (len(names) + 2) + "|")
+    for name, m, k, n, _ in SHAPES:
+        row = {c["route"]: c["best"] for c in cases if c["shape"] == name}
+        cells = [f"{1e3 * row[r]:.2f} ({2e-9 * m * k * n / row[r]:.1f})" for r in names]
+        print(f"| {name} ({m} x {k} x {n}) | " + " | ".join(cells)
+              + f" | {row['libtorch bf16'] / row['widened to fp32']:.1f}x |")
+
+
+if __name__ == "__main__":
+    main()
