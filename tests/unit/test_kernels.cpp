@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
 #if defined(__x86_64__)
 #include <xmmintrin.h>
 #endif
@@ -154,6 +155,22 @@ TEST(Gemm, Bf16ThroughFp32MatchesLibtorchsBf16Gemm) {
     EXPECT_LE(close(s1, s2), 1.0 / 64) << "beta " << beta;
     EXPECT_TRUE(at::equal(w1.narrow(1, 0, 5), wide0.narrow(1, 0, 5))) << "columns before the slice changed";
     EXPECT_TRUE(at::equal(w1.narrow(1, 34, 6), wide0.narrow(1, 34, 6))) << "columns after the slice changed";
+  }
+  // Shapes the fp32 route widens a block of b at a time (gemm.cpp, mm_widened): a wide transposed weight
+  // (N >= 4K, several blocks of rows) and a tall row-major b (K >= 4N, several blocks of K).
+  for (auto [m, k, n, transposed] : {std::tuple<int64_t, int64_t, int64_t, bool>{5, 64, 9000, true},
+                                     std::tuple<int64_t, int64_t, int64_t, bool>{5, 70000, 16, false}}) {
+    at::Tensor x = at::randn({m, k}).to(at::kBFloat16);
+    at::Tensor w = transposed ? at::randn({n, k}).to(at::kBFloat16).t() : at::randn({k, n}).to(at::kBFloat16);
+    const at::Tensor want = at::mm(x.to(at::kFloat), w.to(at::kFloat));
+    const at::Tensor sc = at::mm(x.to(at::kFloat).abs(), w.to(at::kFloat).abs()) + 1e-3;
+    EXPECT_LE(((gemm(x, w, wide).to(at::kFloat) - want).abs() / sc).max().item<double>(), 1.0 / 256)
+        << m << "x" << k << "x" << n;
+    at::Tensor acc = at::randn({m, n}).to(at::kBFloat16);
+    const at::Tensor acc_want = acc.to(at::kFloat) - 2 * want;
+    gemm_into(acc, x, w, -2.0, 1.0, wide);
+    EXPECT_LE(((acc.to(at::kFloat) - acc_want).abs() / (2 * sc + acc_want.abs())).max().item<double>(), 1.0 / 128)
+        << "into, " << m << "x" << k << "x" << n;
   }
   const at::Tensor af = at::randn({8, 16}), bf = at::randn({16, 4});
   EXPECT_TRUE(at::equal(gemm(af, bf, wide), at::mm(af, bf)));
