@@ -55,7 +55,7 @@ def torch_python():
 
 def cpu_bf16_gemm_native(cpuinfo="/proc/cpuinfo"):
     """Whether libtorch runs bf16 GEMMs on this CPU with oneDNN: only with AVX-512 F, BW, VL and DQ. Elsewhere
-    (an AVX2-only AMD EPYC) it runs its reference loops, about 70x slower than fp32 on one core, and lorabench
+    (an AVX2-only AMD EPYC) it runs its reference loops, 7-90x slower than fp32 on one core, and lorabench
     runs each bf16 GEMM as an fp32 GEMM on inputs widened from bf16 (src/model/gemm.cpp, the same test of
     the CPU's features). Without /proc/cpuinfo (not Linux): True."""
     try:

@@ -3,8 +3,8 @@
 runs the GEMMs of the model's own training step, at their best.
 
 The path is ATen's (oneDNN for bf16 on CPU, cuBLAS on GPU): the same libtorch lorabench is built
-against and the peers run on. On a CPU without AVX-512, libtorch's bf16 GEMM is its reference loops (about
-70x slower than fp32); the fastest GEMM of these bf16 values there is fp32 on the values widened, which is
+against and the peers run on. On a CPU without AVX-512, libtorch's bf16 GEMM is its reference loops (7-90x
+slower than fp32); the fastest GEMM of these bf16 values there is fp32 on the values widened, which is
 what lorabench runs (src/model/gemm.cpp), and that is the frame (benchlib.cpu_bf16_gemm_native).
 
 The shapes are the step's large GEMMs at its token count T = micro-batch x seq: per decoder layer the

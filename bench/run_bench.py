@@ -218,17 +218,18 @@ def versions(env):
 
 
 REFERENCE_BF16 = ("this CPU has no AVX-512 (F, BW, VL, DQ): libtorch runs the peers' bf16 GEMMs with its "
-                  "reference loops (about 1 GFLOP/s on one core, some 70x slower than its fp32 GEMM), while "
+                  "reference loops (1-10 GFLOP/s on one core against about 75 for its fp32 GEMM: 7x slower for "
+                  "x @ W^T, 70-90x for dY @ W), while "
                   "lorabench runs each as an fp32 GEMM on the bf16 values widened (src/model/gemm.cpp)")
 
 
 def reference_bf16_refusal(device, quick, allowed, cpuinfo="/proc/cpuinfo"):
     """Why the full CPU table is not started on a CPU where the peers' bf16 GEMMs are libtorch's reference
-    loops (one 0.5B peer step takes about 10 minutes there, the table many hours), or None."""
+    loops (one 0.5B peer step takes minutes there, the table many hours), or None."""
     if device != "cpu" or quick or allowed or cpu_bf16_gemm_native(cpuinfo):
         return None
-    return (f"bench: REFUSED: {REFERENCE_BF16}; one Qwen2.5-0.5B peer step would take about 10 minutes and the "
-            "table many hours. Run it on a CPU with AVX-512, or pass --allow-reference-bf16 to measure anyway "
+    return (f"bench: REFUSED: {REFERENCE_BF16}; one Qwen2.5-0.5B peer step would take minutes (its "
+            "backward's dY @ W GEMMs alone run at about 1 GFLOP/s) and the table many hours. Run it on a CPU with AVX-512, or pass --allow-reference-bf16 to measure anyway "
             "(--quick runs the tiny shape).")
 
 

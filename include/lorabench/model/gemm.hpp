@@ -3,8 +3,8 @@
 // next to the official libtorch's MKL it no longer paid (docs/results.md) and was removed.
 //
 // bf16 on a CPU without AVX-512: libtorch sends a bf16 GEMM to oneDNN only when the CPU has AVX-512 (BW, VL,
-// DQ); elsewhere (an AVX2-only AMD EPYC, say) it runs its reference loops, about 1 GFLOP/s on one core
-// against 70 for fp32 (docs/performance.md). There each bf16 GEMM runs as an fp32 GEMM on its inputs widened
+// DQ); elsewhere (an AVX2-only AMD EPYC, say) it runs its reference loops, 1-10 GFLOP/s on one core against
+// about 75 for fp32 (docs/performance.md). There each bf16 GEMM runs as an fp32 GEMM on its inputs widened
 // to fp32 (exactly), with the result rounded to bf16 once: the arithmetic of oneDNN's bf16 GEMM (exact
 // products, fp32 accumulation, one rounding), the same dtypes in and out, only the summation order differs.
 #pragma once
