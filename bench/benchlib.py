@@ -81,6 +81,7 @@ def host_noise(seconds, device="cpu", env=None):
                         "--device", device], env=env, stdout=subprocess.PIPE, text=True, check=True)
     r = json.loads(p.stdout.strip().splitlines()[-1])
     verdict = "quiet" if r["cv"] <= QUIET_CV else "NOT quiet: timings taken on it move with the host"
-    r["line"] = (f"{r['median_gflops']:.0f} GFLOP/s ({r.get('gemm', 'bf16')}), median of {r['windows']} windows of {r['window_s']:g} s "
+    r["line"] = (f"{r['median_gflops']:.0f} GFLOP/s ({r.get('gemm', 'bf16')}), "
+                 f"median of {r['windows']} windows of {r['window_s']:g} s "
                  f"(range {r['min_gflops']:.0f}-{r['max_gflops']:.0f}, CV {100 * r['cv']:.1f}%): {verdict}")
     return r

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Is this machine quiet enough to compare timings? One bf16 GEMM of a decoder layer's gate|up shape
 (256 x 896 x 9728, Qwen2.5-0.5B at seq 256; on a CPU without AVX-512, where libtorch's bf16 GEMM is its
-reference loops, the fp32 GEMM that lorabench runs there on bf16 values: benchlib.cpu_bf16_gemm_native), one thread on the first allowed core, timed over and over in
+reference loops, the fp32 GEMM that lorabench runs there on bf16 values: benchlib.cpu_bf16_gemm_native),
+one thread on the first allowed core, timed over and over in
 short windows for a few seconds: its median rate, range and coefficient of variation (CV).
 
 On a quiet machine the CV is about 1% (a dedicated core, nothing else on it). On a shared VM whose host
