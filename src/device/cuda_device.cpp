@@ -2,6 +2,7 @@
 // Memory: the CUDA caching allocator's statistics of this device. Timers: CUDA events (timing enabled)
 // recorded on the current stream, pooled and reused every step, placed on the host clock by an anchor. Copies for the staging communicator:
 // cudaMemcpyAsync on the current stream, then a wait on that stream only.
+#include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -41,6 +42,10 @@ class CudaDevice final : public Device {
     check(cudaSetDevice(index), "cudaSetDevice");
     c10::cuda::set_device(static_cast<c10::DeviceIndex>(index));
     check(cudaGetDeviceProperties(&props_, index), "cudaGetDeviceProperties");
+    // libtorch sets up CUDA (and its caching allocator) when the first CUDA tensor is made; before that the
+    // allocator's statistics throw ("did you call init?"). memory() and memory_available() are read before
+    // any tensor exists (the fit check, the planner), so set it up here.
+    at::globalContext().lazyInitDevice(c10::DeviceType::CUDA);
   }
 
   Kind kind() const override { return Kind::kCuda; }

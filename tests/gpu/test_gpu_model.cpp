@@ -2,7 +2,8 @@
 //   - training on CUDA follows the CPU reference of the same seed (LoRA dropout on: the masks are drawn on
 //     the CPU and copied, so both runs drop the same activations): fp32 losses and weights within 1e-4,
 //     bf16 within 2e-2;
-//   - the CUDA caching allocator's statistics (current, peak, window peak, reserved) and the event timer;
+//   - the CUDA caching allocator's statistics (current, peak, window peak, reserved), readable before any CUDA
+//     tensor exists, and the event timer;
 //   - every collective through MPI with device buffers staged via pinned host memory, ranks sharing GPU 0.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -59,6 +60,18 @@ Trained train_single(device::Device& dev, at::ScalarType dtype, int steps) {
 }
 
 }  // namespace
+
+// First in this file, so that no CUDA tensor exists yet in the process: a training run reads the allocator's
+// statistics before it makes any (the fit check, the planner), and libtorch sets its allocator up only with
+// the first tensor unless the device does it.
+TEST(GpuDevice, MemoryStatisticsBeforeAnyTensor) {
+  device::Device& d = gpu();
+  const device::MemoryStats m = d.memory();
+  EXPECT_EQ(m.current, 0);
+  EXPECT_GT(d.memory_available(), 0);
+  d.reset_peak();
+  EXPECT_EQ(d.window_peak(), 0);
+}
 
 TEST(GpuModel, Fp32TrainingFollowsTheCpuReference) {
   const Trained cpu = train_single(device::cpu_device(), at::kFloat, 4);
