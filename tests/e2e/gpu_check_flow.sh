@@ -21,8 +21,8 @@ set_tests_properties(gpu_needs_a_gpu PROPERTIES LABELS "gpu" SKIP_RETURN_CODE 77
 add_test(test_device_flow "/bin/true")
 CT
 
-steps=(ctest_gpu gpu_tests_not_skipped ctest_device_unit doctor_1rank doctor_2ranks_shared
-       single_fp32 ddp_2ranks_fp32 zero1_2ranks_fp32 zero2_2ranks_fp32 fsdp_2ranks_fp32
+steps=(single_fp32 ddp_1rank_nccl_fp32 fsdp_1rank_nccl_fp32 nccl_1rank_losses_match_single doctor_1rank
+       ctest_gpu gpu_tests_not_skipped ctest_device_unit doctor_2ranks_shared ddp_2ranks_fp32 zero1_2ranks_fp32 zero2_2ranks_fp32 fsdp_2ranks_fp32
        single_bf16 ddp_2ranks_bf16 zero1_2ranks_bf16 zero2_2ranks_bf16 fsdp_2ranks_bf16
        single_small_bf16 plan_gpu plan_gpu_2ranks_shared report)
 
@@ -36,12 +36,15 @@ expect_in "$sum" "| gpu_tests_not_skipped | FAILED (exit 1) |"
 expect_in "$sum" "| ctest_gpu | ok |"
 expect_in "$sum" "| ctest_device_unit | ok |"
 expect_in "$sum" "## failures"
+# No GPU here, so the test that needs two is left out and said so, rather than skipped.
+expect_in "$sum" "not run here: test_comm_nccl_gpu_np2 (needs 2 GPUs; 0 visible)"
 got=$(grep -oE '^\| [a-z0-9_]+ \| (ok|FAILED)' "$sum" | awk '{print $2}' | tr '\n' ' ')
 [[ $got == "${steps[*]} " ]] || fail "steps in $sum: '$got', expected '${steps[*]} '"
 n_failed=$(grep -c '| FAILED' "$sum")
 expect_in full.log "gpu_check: $n_failed step(s) failed"
 
-# Cut off after its fifth step, as the device tool's time limit would: the summary so far, marked incomplete.
+# Cut off after doctor_2ranks_shared (its ninth step), as the device tool's time limit would: the summary so
+# far, marked incomplete.
 setsid "$src/scripts/gpu_check.sh" run cut carry >cut.log 2>&1 &
 pid=$!
 for _ in $(seq 600); do
