@@ -1,6 +1,9 @@
 #include "lorabench/metrics/flops.hpp"
 
+#include <algorithm>
+
 #include "lorabench/core/error.hpp"
+#include "lorabench/core/strings.hpp"
 
 namespace lorabench::metrics {
 
@@ -140,6 +143,18 @@ FlopsPerToken training_flops_per_token(const TransformerShape& s, const LoraSpec
   // LM head (tied: the embedding matrix used as a GEMM weight; trainable only in full fine-tuning).
   gemm.add(s.hidden, s.vocab, stream_needs_grad, full);
   return f;
+}
+
+PeakFlops job_peak(const PeakFlops& own, const std::vector<double>& all) {
+  LB_CHECK(!all.empty(), "job_peak needs every rank's figure");
+  const auto [lo, hi] = std::minmax_element(all.begin(), all.end());
+  LB_CHECK(*lo > 0, "job_peak needs positive figures");
+  PeakFlops p = own;
+  p.flops_per_s = *hi;
+  if (all.size() > 1)
+    p.detail += strformat("; the best of %zu ranks' calibrations (%.1f to %.1f GFLOP/s)", all.size(), *lo / 1e9,
+                          *hi / 1e9);
+  return p;
 }
 
 double mfu(double flops, double seconds, double peak_flops_per_s) {

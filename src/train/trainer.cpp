@@ -130,6 +130,22 @@ namespace {
 
 device::Device& device_of(const TrainEnv& env) { return env.device ? *env.device : device::cpu_device(); }
 
+// The calibrated peak of the job (metrics::job_peak): every rank calibrates at the same time, after a barrier,
+// so that the ranks of a node contend as they will in the steps, and all take the best rank's figure. A rank
+// whose GEMMs a burst of host interference slowed would otherwise report MFU above 100% (2026-12-04, a
+// 2-rank DDP run on a 2-vCPU VM: one rank calibrated 49 GFLOP/s where the VM's other runs calibrated 75-88,
+// and the run reported MFU 117-140%).
+metrics::PeakFlops calibrate_job_peak(const TrainEnv& env, at::ScalarType dtype) {
+  int world = 1;
+  if (env.world != MPI_COMM_NULL) MPI_Comm_size(env.world, &world);
+  if (world > 1) MPI_Barrier(env.world);
+  const metrics::PeakFlops own =
+      model::calibrate_gemm_peak(dtype, env.cfg->parallel.threads_per_rank, device_of(env));
+  std::vector<double> all(size_t(world), own.flops_per_s);
+  if (world > 1) MPI_Allgather(&own.flops_per_s, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, env.world);
+  return metrics::job_peak(own, all);
+}
+
 Setup make_setup(const TrainEnv& env) {
   const RunConfig& c = *env.cfg;
   const int world = env.topo->world_size;
@@ -191,7 +207,7 @@ Setup make_setup(const TrainEnv& env) {
     s.peak.source = "configured";
     s.peak.detail = "profile.peak_gflops";
   } else {
-    s.peak = model::calibrate_gemm_peak(s.dtype, c.parallel.threads_per_rank, device_of(env));
+    s.peak = calibrate_job_peak(env, s.dtype);
   }
 
   s.spec = strategy_spec_of(c);

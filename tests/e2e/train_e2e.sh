@@ -23,6 +23,13 @@ case "$case_name" in
     "$checker" train-run out/ddp/run.h5 2 6
     # One line per rank at start, rank 0's effective-config table once.
     [[ $(count_in log "local rank") -eq 2 ]] || { cat log; fail "expected one start line per rank"; }
+    # A calibrated peak is the job's: the best of the ranks' figures, with their range.
+    run 0 log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" --set run.name=ddp-cal --set parallel.strategy=ddp \
+      --set profile.peak_gflops=0 --set run.steps=1 --set run.warmup_steps=0 --set run.quiet=false
+    line=$(grep -E "^peak: .*calibrated" log) || { cat log; fail "no calibrated peak line"; }
+    re="^peak: ([0-9.]+) GFLOP/s per rank .*; the best of 2 ranks' calibrations \(([0-9.]+) to ([0-9.]+) GFLOP/s\)\)$"
+    [[ $line =~ $re ]] || fail "peak line: '$line'"
+    [[ ${BASH_REMATCH[1]} == "${BASH_REMATCH[3]}" ]] || fail "the job's peak is not the best rank's: '$line'"
     ;;
   errors)
     printf '[run]\nsteps = 3\n[train]\nlearning_rate = 1e-3\n' >bad.ini

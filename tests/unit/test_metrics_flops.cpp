@@ -167,3 +167,20 @@ TEST(Flops, MfuAndInputChecks) {
   EXPECT_THROW(count_params(TransformerShape{}, LoraSpec{}), lorabench::Error);
   EXPECT_THROW(training_flops_per_token(qwen25_05b(), lora_all7_r16(), 0), lorabench::Error);
 }
+
+TEST(Flops, JobPeakIsTheBestRanksWithTheRange) {
+  lorabench::metrics::PeakFlops own{49.2e9, "calibrated", "BFloat16 GEMM 2048x2048x2048, best of 8, 1 thread"};
+  // Two ranks: the one that interference slowed takes the other's figure, and the detail keeps both.
+  const auto p = lorabench::metrics::job_peak(own, {49.2e9, 87.9e9});
+  EXPECT_DOUBLE_EQ(p.flops_per_s, 87.9e9);
+  EXPECT_EQ(p.source, "calibrated");
+  EXPECT_EQ(p.detail, own.detail + "; the best of 2 ranks' calibrations (49.2 to 87.9 GFLOP/s)");
+  // The best rank need not be the first or the last.
+  EXPECT_DOUBLE_EQ(lorabench::metrics::job_peak(own, {3e9, 9e9, 1e9}).flops_per_s, 9e9);
+  // One rank: its own figure and detail, unchanged.
+  const auto one = lorabench::metrics::job_peak(own, {49.2e9});
+  EXPECT_DOUBLE_EQ(one.flops_per_s, 49.2e9);
+  EXPECT_EQ(one.detail, own.detail);
+  EXPECT_THROW(lorabench::metrics::job_peak(own, {}), lorabench::Error);
+  EXPECT_THROW(lorabench::metrics::job_peak(own, {1e9, 0}), lorabench::Error);
+}

@@ -92,4 +92,9 @@ struct PeakFlops {
   std::string detail;  // e.g. "bf16 GEMM 2048x2048x2048, best of 5, 1 thread"
 };
 
+// The job's peak from every rank's calibrated figure (`all`, one per rank, `own` this rank's): the best
+// rank's, for every rank, with the range in the detail. The ranks calibrate at once, so a lower figure is a
+// rank that interference slowed, not slower hardware. REQUIRES all non-empty, every figure > 0.
+PeakFlops job_peak(const PeakFlops& own, const std::vector<double>& all);
+
 }  // namespace lorabench::metrics

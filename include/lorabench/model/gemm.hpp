@@ -38,10 +38,11 @@ at::Tensor gemm(const at::Tensor& a, const at::Tensor& b, CpuBf16Gemm route);
 void gemm_into(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, double alpha, double beta, CpuBf16Gemm route);
 at::Tensor gemm_bias(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, CpuBf16Gemm route);
 
-// The per-rank peak for MFU: the best of `repeats` timed n x n x n GEMMs through gemm() (the model's own
-// GEMM path) in `dtype`, after one warm-up, on `dev` (each timed GEMM waits for the device: on CUDA the
-// cuBLAS kernel's time). n = 0: 2048 on CPU, 8192 on a GPU.
+// The per-rank peak for MFU: the best of the timed n x n x n GEMMs through gemm() (the model's own GEMM
+// path) in `dtype`, after one warm-up, on `dev` (each timed GEMM waits for the device: on CUDA the cuBLAS
+// kernel's time): at least `repeats` of them (10 on a GPU) and `min_seconds` of them, at most 200.
+// n = 0: 2048 on CPU, 8192 on a GPU. The detail says how many were timed.
 metrics::PeakFlops calibrate_gemm_peak(at::ScalarType dtype, int threads, device::Device& dev, int64_t n = 0,
-                                       int repeats = 4);
+                                       int repeats = 8, double min_seconds = 1.0);
 
 }  // namespace lorabench::model
