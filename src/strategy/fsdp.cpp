@@ -162,6 +162,7 @@ class FsdpStrategy final : public TrainingStrategy {
   void optimizer_step(const optim::AdamWConfig& c, double lr) override {
     ++step_;
     high_water_ = std::max(high_water_, dev_.memory().peak);
+    if (bounded_prefetch()) agree_prefetch_bound();
     for (auto& x : units_) {
       if (!x.t_shard.defined()) continue;
       optim::adamw_update(x.t_shard, x.g_shard, x.m, x.v, step_, lr, c, x.decay);
@@ -333,6 +334,20 @@ class FsdpStrategy final : public TrainingStrategy {
     return spec_.prefetch && spec_.prefetch_within_peak && dev_.memory_tracked();
   }
 
+  // Every rank must issue its collectives in the same order, and a prefetch moves a layer's gather ahead
+  // of the previous layer's reduce-scatter in the backward. So the bound prefetch_next decides with is the
+  // ranks' common one, agreed at every optimizer step: the lowest high water and the largest rise within a
+  // layer over all ranks. Ranks whose own peaks differ (a data-dependent allocation, as full fine-tuning's
+  // embedding gradient rows) would otherwise prefetch different layers, and the collectives of one rank
+  // would meet different ones on another (a hang, or data mixed between layers). One all-reduce of two
+  // numbers per step.
+  void agree_prefetch_bound() {
+    std::vector<double> v = {double(high_water_), -double(transient_)};
+    all_reduce_min(v);
+    agreed_high_water_ = static_cast<int64_t>(v[0]);
+    agreed_transient_ = static_cast<int64_t>(-v[1]);
+  }
+
   // Starts gathering the decoder layer that will be needed next (forward: the following layer;
   // backward: the preceding one). With prefetch_within_peak, only when the rank's tensor memory, plus the
   // gathered buffers, plus the largest rise of tensor memory seen within a layer's computation, stays
@@ -345,11 +360,11 @@ class FsdpStrategy final : public TrainingStrategy {
     if (next < 1 || next > static_cast<int>(m_.shape.layers)) return;
     const Unit& y = units_[next];
     if (bounded_prefetch() && !y.c_full.defined()) {
-      // high_water_ is 0 in the first step: nothing is prefetched there, so its peak is the step's
+      // The bound is 0 in the first step: nothing is prefetched there, so its peak is the step's
       // footprint without prefetching, the bound of every later step.
       int64_t need = y.c_padded * static_cast<int64_t>(at::elementSize(dtype_));
       if (!m_.full_finetune && y.t_shard.defined() && !y.t_full.defined()) need += y.t_padded * 4;
-      if (dev_.memory().current + need + transient_ > high_water_) return;
+      if (dev_.memory().current + need + agreed_transient_ > agreed_high_water_) return;
     }
     if (!units_[next].c_full.defined()) ++prefetched_;
     issue_gather(next);
@@ -383,6 +398,8 @@ class FsdpStrategy final : public TrainingStrategy {
   int64_t step_ = 0;
   int64_t high_water_ = 0;       // the highest per-step tensor-memory peak of the steps so far
   int64_t transient_ = 0;        // the largest rise of tensor memory within one layer's computation
+  int64_t agreed_high_water_ = 0;  // what prefetch_next bounds by: the above, agreed over the ranks at the
+  int64_t agreed_transient_ = 0;   // last optimizer step (agree_prefetch_bound)
   int64_t window_start_ = -1;    // tensor memory when the current layer's computation started
   int64_t prefetched_ = 0;
 };

@@ -66,6 +66,19 @@ double TrainingStrategy::all_reduce_sum(double x) const {
   return t.item<double>();
 }
 
+void TrainingStrategy::all_reduce_min(std::vector<double>& x) const {
+  if (comm_ == nullptr || comm_->size() == 1 || x.empty()) return;
+  const auto n = static_cast<int64_t>(x.size());
+  if (!comm_->device_buffers()) {
+    comm_->all_reduce(x.data(), n, comm::DataType::kFloat64, comm::ReduceOp::kMin);
+    return;
+  }
+  at::Tensor t = at::tensor(x, at::kDouble).to(opts(at::kDouble));
+  comm_->all_reduce(t.data_ptr(), n, comm::DataType::kFloat64, comm::ReduceOp::kMin);
+  t = t.to(at::kCPU);
+  std::copy(t.data_ptr<double>(), t.data_ptr<double>() + n, x.begin());
+}
+
 MemoryPrediction predict_model_state(const std::string& strategy, const model::ModelLayout& m, at::ScalarType dtype,
                                      int world) {
   const int64_t pc = m.compute_params(), pt = m.trainable_params();

@@ -145,6 +145,8 @@ class TrainingStrategy : public model::UnitProvider {
   // Collective: the sum of x over all ranks, in fp64 (through a device scalar where the communicator
   // takes device buffers).
   double all_reduce_sum(double x) const;
+  // Collective: x[i] := the minimum of x[i] over all ranks, in fp64 (likewise).
+  void all_reduce_min(std::vector<double>& x) const;
   const model::ModelLayout& m_;
   at::ScalarType dtype_;
   comm::Communicator* comm_;
