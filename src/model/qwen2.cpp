@@ -5,6 +5,9 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <string>
+#include <tuple>
 
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/hash.hpp"
@@ -201,6 +204,18 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
 }  // namespace
 
 Rope make_rope(const ModelShape& s, int64_t seq, c10::Device device) {
+  // Every micro-step asks for the same tables. On a GPU they are kept, per shape, length and device, so that a
+  // step does not compute them on the host and copy them over (two host-to-device copies, each a wait) every
+  // time; they are then held between steps (the planner's probe sees them). On the CPU they cost microseconds
+  // and are made anew, so that nothing is held beyond the model state. Read only by the kernels; a handful of
+  // entries at most (training and evaluation lengths). Never destroyed: a CUDA tensor freed during static
+  // destruction may outlive libtorch's allocator.
+  using Key = std::tuple<int64_t, double, int64_t, std::string>;
+  static auto& cache = *new std::map<Key, Rope>();
+  const bool keep = !device.is_cpu();
+  const Key key{s.head_dim, s.rope_theta, seq, device.str()};
+  if (keep)
+    if (auto it = cache.find(key); it != cache.end()) return it->second;
   Rope r;
   r.seq = seq;
   const int64_t d = s.head_dim;
@@ -211,6 +226,10 @@ Rope make_rope(const ModelShape& s, int64_t seq, c10::Device device) {
   at::Tensor f = at::outer(pos, inv);  // (T, d/2)
   r.cos = f.cos().contiguous().to(device);
   r.sin = f.sin().contiguous().to(device);
+  if (keep) {
+    if (cache.size() >= 16) cache.clear();
+    cache.emplace(key, r);
+  }
   return r;
 }
 
