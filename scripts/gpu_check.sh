@@ -15,6 +15,9 @@
 #                                         `ctest -L gpu`, then ddp, zero1, zero2, fsdp on 2 ranks sharing it (MPI,
 #                                         staged), fp32 and bf16, each recording the planner's prediction,
 #                                         and `lorabench plan` on the GPU; writes OUT/summary.md, logs and run files
+#   scripts/gpu_check.sh build OUT [DIR]  the first steps of `run` alone (unpack, configure, build): on the
+#                                         lent machine one command each, so that neither runs into the limit
+#                                         of one command; `run` then finds the build up to date
 #   scripts/gpu_check.sh bench OUT [DIR]  on the GPU machine after `run` (its build-gpu/ kept): the GPU table of
 #                                         issue 21, scripts/bench.sh's GPU workload (lorabench against
 #                                         transformers + peft eager, torch.compile and Liger Kernel, 2 rounds)
@@ -84,6 +87,13 @@ unpack() {
   local dir=$1 root
   [[ -d $dir/debs ]] || die "$dir/debs is missing: run 'scripts/gpu_check.sh prepare $dir' where there is network, and carry $dir"
   root=$(cd "$dir" && pwd)/root
+  # Unpacked already from the same packages (`build`, then `run`, on one machine): kept as it is, so that
+  # the build made against it stays up to date.
+  local listing
+  listing=$(ls -l "$dir"/debs/ 2>/dev/null)
+  if [[ -f $root/.unpacked && $(cat "$root/.unpacked") == "$listing" ]]; then
+    return 0
+  fi
   rm -rf "$root"
   mkdir -p "$root"
   local deb
@@ -123,6 +133,7 @@ PY
   done < <(find "$root" -type l)
   # pkg-config files name prefix=/usr: rewrite them to the root.
   find "$root" -name '*.pc' -exec sed -i "s#^prefix=/usr#prefix=$root/usr#; s#=/usr/#=$root/usr/#g" {} +
+  printf '%s' "$listing" >"$root/.unpacked"
 }
 
 # The environment that makes the unpacked packages usable in place (printed by `env`).
@@ -247,7 +258,7 @@ summarize() {
 
 run() {
   OUT=$(mkdir -p "$1" && cd "$1" && pwd)
-  local dir=$2
+  local dir=$2 only_build=${3:-0}
   mkdir -p "$OUT/logs"
   : >"$OUT/steps.md"
   : >"$OUT/failures.md"
@@ -275,6 +286,13 @@ run() {
       -DLORABENCH_WITH_CUDA=ON -DLORABENCH_WITH_NCCL=ON -DLORABENCH_WITH_PAPI=OFF -DHDF5_ROOT="$HDF5_ROOT" \
       -DMPIEXEC_PREFLAGS="--oversubscribe"
     step build cmake --build "$build" -j "$jobs" --target "${GPU_CHECK_TARGETS[@]}"
+  fi
+  if [[ $only_build -eq 1 ]]; then  # `build`: the first command on the lent machine; `run` follows
+    RUN_DONE=1
+    summarize
+    echo "gpu_check: $FAILED step(s) failed; $OUT/summary.md"
+    [[ $FAILED -eq 0 ]]
+    return
   fi
   local lb=$build/src/app/lorabench
   local work=$OUT/runs
@@ -402,6 +420,7 @@ case "${1:-}" in
   preflight) preflight "${2:-$IMAGE_TORCH}" "${3:-$here/build-preflight}" ;;
   bench) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh bench OUT_DIR [CARRY_DIR]"; bench "$2" "${3:-$here/gpu-carry}" ;;
   run) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh run OUT_DIR [CARRY_DIR]"; run "$2" "${3:-$here/gpu-carry}" ;;
+  build) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh build OUT_DIR [CARRY_DIR]"; run "$2" "${3:-$here/gpu-carry}" 1 ;;
   env) environment "${2:-$here/gpu-carry}" ;;
   unpack) unpack "${2:-$here/gpu-carry}" ;;  # the first step of run, alone (to test the carry here)
   targets) printf '%s\n' "${GPU_CHECK_TARGETS[@]}" ;;  # what run builds (tests/e2e/gpu_check_targets.sh)

@@ -43,6 +43,18 @@ got=$(grep -oE '^\| [a-z0-9_]+ \| (ok|FAILED)' "$sum" | awk '{print $2}' | tr '\
 n_failed=$(grep -c '| FAILED' "$sum")
 expect_in full.log "gpu_check: $n_failed step(s) failed"
 
+# `build` alone (the first command on the lent machine): here only its bookkeeping, as the build is given.
+# The packages unpacked by `run` are kept (the build made against them stays up to date) until the carried
+# packages change.
+touch carry/root/marker
+run 0 build.log "$src/scripts/gpu_check.sh" build bout carry
+expect_not_in bout/summary.md "Incomplete"
+[[ -e carry/root/marker ]] || fail "build unpacked the same packages again"
+touch carry/debs/changed
+run 0 build2.log "$src/scripts/gpu_check.sh" build bout2 carry
+[[ ! -e carry/root/marker ]] || fail "the carried packages changed but were not unpacked again"
+rm carry/debs/changed
+
 # Cut off after doctor_2ranks_shared (its ninth step), as the device tool's time limit would: the summary so
 # far, marked incomplete.
 setsid "$src/scripts/gpu_check.sh" run cut carry >cut.log 2>&1 &
