@@ -76,9 +76,17 @@ def build_model(args, device):
     # FSDP2 needs one dtype per sharded group: fp32 parameters, bf16 compute through its policy.
     dtype = torch.float32 if args.dist == "fsdp2" else torch.bfloat16
     model = Qwen2ForCausalLM.from_pretrained(args.model, dtype=dtype, attn_implementation="sdpa").to(device)
+    # A transformers that does not know the `dtype` keyword (before 4.56) would load fp32 without a word.
+    got = {p.dtype for p in model.parameters()}
+    if got != {dtype}:
+        raise SystemExit(f"peer_hf: the model loaded as {sorted(map(str, got))}, not {dtype} "
+                         f"(transformers {__import__('transformers').__version__})")
     cfg = LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
                      target_modules=TARGETS, bias="none", task_type="CAUSAL_LM")
     model = get_peft_model(model, cfg)
+    # from_pretrained returns the model in eval mode. Training runs in train mode: Liger's Qwen2 forward
+    # takes its fused linear + cross-entropy (no logits) only there, and LoRA dropout applies only there.
+    model.train()
     if args.dist == "ddp":
         from torch.nn.parallel import DistributedDataParallel
         model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
@@ -117,7 +125,11 @@ def main():
         if cuda:
             torch.cuda.synchronize(device)
         t0 = time.perf_counter()
-        loss = model(input_ids=ids, labels=ids).loss  # transformers shifts: position t predicts ids[t+1]
+        out = model(input_ids=ids, labels=ids)  # transformers shifts: position t predicts ids[t+1]
+        if args.mode == "liger" and step == 0 and out.logits is not None:
+            raise SystemExit("peer_hf: Liger's fused linear + cross-entropy did not run (the forward returned "
+                             "the logits): this liger-kernel does not patch this transformers' Qwen2 as expected")
+        loss = out.loss
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)

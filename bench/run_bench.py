@@ -102,7 +102,9 @@ def lorabench_cmd(args, w, snapshot, frame, run, extra=None):
     sets = {"run.output_dir": args.run_dir, "run.name": run, "model.path": snapshot, "model.dtype": "bf16",
             "parallel.strategy": w.strategy, "run.steps": args.steps + args.warmup, "run.warmup_steps": args.warmup,
             "run.seed": SEED, "lora.r": LORA_R, "lora.alpha": LORA_ALPHA, "data.seq_len": w.seq, "train.micro_batch": w.batch, "run.quiet": "true",
-            "profile.peak_gflops": frame / 1e9, "parallel.device": args.device, **(extra or {})}
+            "profile.peak_gflops": frame / 1e9, "parallel.device": args.device,
+            # no planner probe before the steps: not part of the step, and a peer does nothing like it
+            "run.predict": "false", **(extra or {})}
     cmd = mpirun(w.ranks) + [args.lorabench, os.path.join(ROOT, "inputs", "bench.ini")]
     for k, v in sets.items():
         cmd += ["--set", f"{k}={v}"]
@@ -287,7 +289,7 @@ def best_frame(measurements):
     return flops / seconds
 
 
-def bench_workload(args, w, env, frames):
+def bench_workload(args, w, env, frames, progress=lambda runs: None):
     snapshot = write_snapshot(w.preset, SEED)
     frame = frames[frame_key(w)][0]["frame_flops_per_s"]
     sides = sides_of(args, w)
@@ -304,8 +306,10 @@ def bench_workload(args, w, env, frames):
             else:
                 run = run_peer(args, w, side, snapshot, env)
             runs[side].append(run)
-            print(f"  {w.name} round {r} {run.side}: {run.step_s:.3f} s/step, step-0 loss {run.loss0:.6f}, "
-                  f"{time.time() - t0:.0f} s", file=sys.stderr, flush=True)
+            print(f"  {w.name} round {r} {run.side}: {run.step_s:.3f} s/step, {run.tokens_per_s:.1f} tokens/s, "
+                  f"{run.mem_mib:.0f} MiB, step-0 loss {run.loss0:.6f}, {time.time() - t0:.0f} s",
+                  file=sys.stderr, flush=True)
+            progress(runs)
             ref_loss = run.loss0 if ref_loss is None else ref_loss
             check_equal_work(w, ref_loss, run)
     return runs
@@ -454,7 +458,27 @@ def main():
     for w in workloads:
         if frame_key(w) not in frames:
             frames[frame_key(w)] = [calibrate(args, w, write_snapshot(w.preset, SEED), env)]
-    results = [(w, bench_workload(args, w, env, frames)) for w in workloads]
+    results = []
+
+    def dump_json(complete):
+        """--json, rewritten after every run (complete false until the end): a benchmark cut off by a time
+        limit (the lent GPU machine's) still leaves every run it finished."""
+        if not args.json:
+            return
+        with open(args.json + ".part", "w") as f:
+            json.dump({"complete": complete, "machine": facts, "sweeps": sweeps,
+                       "frames": {"/".join(map(str, k)): v for k, v in frames.items()}, "results": [
+                           {"workload": w.__dict__, "runs": {s: [r.__dict__ for r in rs] for s, rs in runs.items()}}
+                           for w, runs in results]}, f, indent=1)
+        os.replace(args.json + ".part", args.json)
+
+    for w in workloads:
+        results.append((w, {}))
+
+        def progress(runs, w=w):
+            results[-1] = (w, runs)
+            dump_json(False)
+        results[-1] = (w, bench_workload(args, w, env, frames, progress))
     for key, fr in frames.items():  # and once after the last run
         w = next(x for x in workloads if frame_key(x) == key)
         fr.append(calibrate(args, w, write_snapshot(w.preset, SEED), env))
@@ -465,11 +489,7 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             f.write(text + "\n")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"machine": facts, "sweeps": sweeps, "frames": {"/".join(map(str, k)): v for k, v in frames.items()}, "results": [
-                {"workload": w.__dict__, "runs": {s: [r.__dict__ for r in rs] for s, rs in runs.items()}}
-                for w, runs in results]}, f, indent=1)
+    dump_json(True)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,17 @@ out="$work/$case_name.out" err="$work/$case_name.err"
 cmd=("$py" "$src/bench/run_bench.py" --lorabench "$lorabench" --quick --device cpu)
 case "$case_name" in
   valid)
-    "${cmd[@]}" >"$out" 2>"$err" || { cat "$out" "$err"; echo "FAIL: the quick benchmark failed"; exit 1; }
+    "${cmd[@]}" --json "$work/valid.json" >"$out" 2>"$err" || { cat "$out" "$err"; echo "FAIL: the quick benchmark failed"; exit 1; }
+    # --json (rewritten after every run, so that a cut-off benchmark keeps its finished runs) ends complete.
+    "$py" - "$work/valid.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+runs = j["results"][0]["runs"] if j.get("results") else {}
+if j.get("complete") is not True or sorted(runs) != ["eager", "lorabench"] or any(len(r) != 1 for r in runs.values()):
+    sys.exit(f"FAIL: --json: complete={j.get('complete')!r}, runs {({k: len(v) for k, v in runs.items()})}")
+PY
+    grep -qE "tiny-bf16 round 0 hf-eager: [0-9.]+ s/step, [0-9.]+ tokens/s, [0-9]+ MiB, step-0 loss" "$err" ||
+      { cat "$err"; echo "FAIL: no progress line with tokens/s and memory"; exit 1; }
     for row in "| tiny-bf16 | lorabench single | 1 |" "| tiny-bf16 | hf-eager | 1 |"; do
       grep -qF -- "$row" "$out" || { cat "$out"; echo "FAIL: no row '$row'"; exit 1; }
     done
@@ -26,6 +36,22 @@ case "$case_name" in
     # the machine's quiet, measured before and after (a figure, a CV and a verdict each time)
     grep -qE "^host noise .* before: [0-9]+ GFLOP/s( \([^)]*\))?, median of [0-9]+ windows .*CV [0-9.]+%\): (quiet|NOT quiet).*; after: [0-9]+ GFLOP/s.*CV [0-9.]+%\): (quiet|NOT quiet)" "$out" ||
       { cat "$out"; echo "FAIL: no host noise line before and after"; exit 1; }
+    # The peer trains in train mode (from_pretrained returns eval mode: Liger's fused linear + cross-entropy
+    # and LoRA dropout act only in train mode), in the dtype asked for.
+    "$py" - "$src/bench" "$work/models" <<'PY'
+import glob, os, sys
+import torch
+sys.path.insert(0, sys.argv[1])
+import peer_hf
+snap = os.path.dirname(sorted(glob.glob(os.path.join(sys.argv[2], "*", "config.json")))[0])
+sys.argv = ["peer_hf", "--model", snap]
+model = peer_hf.build_model(peer_hf.parse_args(), torch.device("cpu"))
+if not model.training or not all(m.training for m in model.modules()):
+    sys.exit("FAIL: the peer's model is not in train mode")
+if {p.dtype for p in model.parameters() if not p.requires_grad} != {torch.bfloat16}:
+    sys.exit("FAIL: the peer's frozen weights are not bf16")
+print("peer model: train mode, bf16")
+PY
     "$py" "$src/bench/host_noise.py" --seconds 0 >"$out.noise0" 2>&1 && { echo "FAIL: host_noise.py ran 0 s"; exit 1; }
     grep -q "must be > 0" "$out.noise0" || { cat "$out.noise0"; echo "FAIL: host_noise.py's error"; exit 1; }
     ;;
