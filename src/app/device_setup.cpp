@@ -1,6 +1,8 @@
 // The device and communicator of a rank, shared by training and the planner (docs/gpu.md).
 #include "device_setup.hpp"
 
+#include <algorithm>
+
 #include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/comm/nccl_communicator.hpp"
 #include "lorabench/core/error.hpp"
@@ -44,6 +46,7 @@ device::Choice choose_device(MPI_Comm world, const RunConfig& cfg, const comm::T
     sharing = 0;
     for (size_t r = 0; r < uuids.size(); ++r)
       sharing += hosts[r] == hosts[me] && uuids[r] == uuids[me] ? 1 : 0;
+    ch.gpus_on_host = device::gpus_on_host(uuids, hosts, hosts[me], device::cuda_visible_devices());
     const auto shared = device::shared_gpus(uuids, hosts);
     if (!shared.empty() && ch.backend != "mpi") {
       const auto [a, b] = shared.front();
@@ -64,7 +67,8 @@ std::unique_ptr<comm::Communicator> make_data_plane(MPI_Comm world, const device
 void plan_on_device(train::PlanOptions& o, const device::Choice& choice, const device::Device& dev) {
   if (!dev.is_cuda()) return;
   o.gpu = true;
-  o.gpus_per_node = device::cuda_visible_devices();
+  // The host's GPUs, not this process's: under --gpus-per-task=1 each rank sees one.
+  o.gpus_per_node = std::max(choice.gpus_on_host, device::cuda_visible_devices());
   o.share_gpus = choice.backend == "mpi";
   o.gpu_available = dev.memory_available();  // the whole GPU's: make_plan splits it over its ranks
   o.gpu_name = dev.str();

@@ -426,10 +426,16 @@ Check check_cuda(const comm::Topology& t) {
     c.message = strformat("%d CUDA device(s) visible but %s: rebuild with -DLORABENCH_WITH_NCCL=ON against a CUDA "
                           "libtorch to use them",
                           devices, nccl_text.c_str());
-  } else if (t.host_local_size > devices) {
+  } else if (devices > 1 && t.host_local_size > devices) {
+    // Each rank takes the device of its local rank: the ranks beyond the visible devices have none.
     c.status = Status::kWarn;
-    c.message = strformat("%d ranks on this host share %d CUDA device(s); NCCL needs one GPU per rank", t.host_local_size,
-                          devices);
+    c.message = strformat("%d ranks on this host but each sees %d CUDA devices: launch one rank per GPU "
+                          "(srun --gpus-per-task=1)", t.host_local_size, devices);
+  } else if (devices == 1 && t.host_local_size > 1) {
+    // Slurm's per-task binding (a GPU each) or one GPU for all: gpu_collective compares their UUIDs.
+    c.message = strformat("each of the %d ranks on this host sees one CUDA device, %s; this rank uses %s (own "
+                          "GPUs or a shared one: see gpu_collective)", t.host_local_size, nccl_text.c_str(),
+                          t.device.c_str());
   } else {
     c.message = strformat("%d CUDA device(s), %s; this rank uses %s", devices, nccl_text.c_str(), t.device.c_str());
   }
@@ -468,7 +474,8 @@ Check check_gpu_collective(MPI_Comm world, const comm::Topology& t, int n) {
   const std::vector<std::string> uuids = train::allgather_strings(world, dev->uuid());
   std::vector<std::string> hosts;
   for (const auto& r : t.ranks) hosts.push_back(r.host);
-  if (!device::shared_gpus(uuids, hosts).empty()) ch.backend = "mpi";  // a shared GPU: MPI, staged
+  const auto shared = device::shared_gpus(uuids, hosts);
+  if (!shared.empty()) ch.backend = "mpi";  // a shared GPU: MPI, staged
   try {
     std::unique_ptr<comm::Communicator> cm =
         ch.backend == "nccl" ? comm::make_nccl_communicator(world, dev->index(), comm::NcclOptions{60})
@@ -487,6 +494,12 @@ Check check_gpu_collective(MPI_Comm world, const comm::Topology& t, int n) {
     if (!right) throw Error("the all-reduce returned wrong values on " + dev->str());
     c.message = strformat("%s on %s: 4 MiB all-reduce across %d ranks in %.2f ms, correct", ch.backend.c_str(),
                           dev->str().c_str(), n, ms);
+    if (!shared.empty()) {  // works staged, but NCCL (the default on GPUs) would refuse these ranks
+      c.status = Status::kWarn;
+      c.message += strformat("; ranks %d and %d share GPU %s, so training needs parallel.backend = mpi (NCCL "
+                             "needs one GPU per rank: srun --gpus-per-task=1)",
+                             shared.front().first, shared.front().second, uuids[size_t(shared.front().first)].c_str());
+    }
   } catch (const std::exception& e) {
     err = e.what();
   }

@@ -1,4 +1,6 @@
 // parallel.device and parallel.backend resolved for one rank (torch-free logic, unit-tested on CPU).
+#include <algorithm>
+#include <set>
 #include <string>
 
 #include "lorabench/comm/nccl_communicator.hpp"
@@ -92,6 +94,14 @@ std::vector<std::pair<int, int>> shared_gpus(const std::vector<std::string>& uui
       if (uuids[j] == uuids[i] && hosts[j] == hosts[i]) out.emplace_back(int(i), int(j));
   }
   return out;
+}
+
+int gpus_on_host(const std::vector<std::string>& uuids, const std::vector<std::string>& hosts,
+                 const std::string& host, int visible) {
+  std::set<std::string> mine;
+  for (size_t i = 0; i < uuids.size() && i < hosts.size(); ++i)
+    if (hosts[i] == host && !uuids[i].empty()) mine.insert(uuids[i]);
+  return std::max(visible, static_cast<int>(mine.size()));
 }
 
 }  // namespace lorabench::device

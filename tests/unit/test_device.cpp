@@ -119,6 +119,20 @@ TEST(DeviceChoice, SharedGpusAreFoundByUuid) {
   EXPECT_EQ(pairs[2], std::make_pair(2, 3));
 }
 
+TEST(DeviceChoice, GpusOnAHostCountTheHostsRanksDevices) {
+  // srun --ntasks-per-node=4 --gpus-per-task=1 on two nodes: each rank sees one GPU, each node has four.
+  const std::vector<std::string> hosts = {"n0", "n0", "n0", "n0", "n1", "n1", "n1", "n1"};
+  const std::vector<std::string> uuids = {"GPU-a", "GPU-b", "GPU-c", "GPU-d", "GPU-e", "GPU-f", "GPU-g", "GPU-h"};
+  EXPECT_EQ(device::gpus_on_host(uuids, hosts, "n0", 1), 4);
+  EXPECT_EQ(device::gpus_on_host(uuids, hosts, "n1", 1), 4);
+  // Two ranks sharing one GPU (the mpi backend): one GPU.
+  EXPECT_EQ(device::gpus_on_host({"GPU-a", "GPU-a"}, {"n0", "n0"}, "n0", 1), 1);
+  // One process that sees eight GPUs (lorabench plan alone), or every GPU visible to every rank.
+  EXPECT_EQ(device::gpus_on_host({"GPU-a"}, {"n0"}, "n0", 8), 8);
+  EXPECT_EQ(device::gpus_on_host({"GPU-a", "GPU-b"}, {"n0", "n0"}, "n0", 8), 8);
+  EXPECT_EQ(device::gpus_on_host({"", ""}, {"n0", "n0"}, "n0", 0), 0);  // CPU ranks
+}
+
 TEST(CpuDevice, MemoryFollowsTheCountingAllocatorWithAWindowPeak) {
   metrics::install_memory_counter();
   device::Device& d = device::cpu_device();

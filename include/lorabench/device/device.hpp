@@ -44,6 +44,7 @@ struct Choice {
   int index = -1;           // CUDA ordinal among the visible devices; -1 on CPU
   std::string backend;      // the communicator: "mpi" or "nccl" (auto resolved)
   std::string reason;       // one line: why this device (for the log and provenance)
+  int gpus_on_host = 0;     // CUDA: gpus_on_host() of this rank's host, set once the ranks' UUIDs are known
 };
 
 // Resolves parallel.device and parallel.backend for one rank. auto = CUDA when the build has it and the
@@ -62,6 +63,12 @@ ChoiceInputs this_process_inputs(const std::string& requested, const std::string
 // own. `uuids` and `hosts` are per rank ("" uuid for CPU ranks).
 std::vector<std::pair<int, int>> shared_gpus(const std::vector<std::string>& uuids,
                                              const std::vector<std::string>& hosts);
+// The GPUs the ranks of `host` may use: the distinct device UUIDs among them, or `visible` (the devices one
+// process sees) when that is more. Under Slurm's per-task binding (--gpus-per-task=1) each rank sees one
+// GPU while the host's ranks hold as many as there are ranks; with every GPU visible to every rank, or a
+// single process, it is what a process sees.
+int gpus_on_host(const std::vector<std::string>& uuids, const std::vector<std::string>& hosts,
+                 const std::string& host, int visible);
 
 // Tensor memory of the device, bytes.
 struct MemoryStats {

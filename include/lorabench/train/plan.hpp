@@ -83,7 +83,8 @@ struct PlanOptions {
   // GPU ranks (parallel.device resolved to cuda): memory per rank is its GPU's, not the node's.
   bool gpu = false;
   std::string gpu_name;                 // "cuda:0 (NVIDIA H200)", for the table's notes
-  int gpus_per_node = 0;                // GPUs a node's ranks may use (this node's visible devices)
+  int gpus_per_node = 0;                // GPUs a node's ranks may use (device::gpus_on_host: the distinct
+                                        // GPUs of this host's ranks, or what one process sees if more)
   int64_t gpu_available = -1;           // bytes one GPU has for a run (free + the allocator's unused cache)
   bool share_gpus = false;              // parallel.backend = mpi: ranks may share a GPU; NCCL: one rank per GPU
 };
