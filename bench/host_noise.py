@@ -3,7 +3,9 @@
 (256 x 896 x 9728, Qwen2.5-0.5B at seq 256; on a CPU without AVX-512, where libtorch's bf16 GEMM is its
 reference loops, the fp32 GEMM that lorabench runs there on bf16 values: benchlib.cpu_bf16_gemm_native),
 one thread on the first allowed core, timed over and over in
-short windows for a few seconds: its median rate, range and coefficient of variation (CV).
+short windows for a few seconds: its median rate, range and coefficient of variation (CV). On a GPU the
+GEMM has the GPU table's 16384 rows (seq 2048 x micro-batch 8): at 256 rows one GEMM takes microseconds
+and the loop would time kernel launches, not the device.
 
 On a quiet machine the CV is about 1% (a dedicated core, nothing else on it). On a shared VM whose host
 runs other tenants, the same loop moves by tens of percent, and so does every step time, frame and
@@ -13,7 +15,8 @@ it was taken on a quiet machine.
 
     python bench/host_noise.py [--seconds 10] [--window-s 0.05] [--device cpu|cuda]
 
-Prints one JSON line: median_gflops, min_gflops, max_gflops, cv, windows, seconds, window_s, device, gemm.
+Prints one JSON line: median_gflops, min_gflops, max_gflops, cv, windows, seconds, window_s, device, mkn,
+gemm.
 benchlib.host_noise runs it and calls a CV above 5% not quiet.
 """
 import argparse
@@ -55,7 +58,7 @@ def measure(seconds, window_s, device="cpu", m=256, k=896, n=9728):
     mean = statistics.fmean(rates)
     return {"median_gflops": statistics.median(rates), "min_gflops": min(rates), "max_gflops": max(rates),
             "cv": statistics.pstdev(rates) / mean if mean > 0 else float("nan"), "windows": len(rates),
-            "seconds": seconds, "window_s": window_s, "device": device,
+            "seconds": seconds, "window_s": window_s, "device": device, "mkn": [m, k, n],
             "gemm": "bf16" if gemm == torch.bfloat16 else "fp32 on bf16 values, no AVX-512"}
 
 
@@ -70,7 +73,8 @@ def main():
     torch.set_num_threads(1)
     if args.device == "cpu" and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # like mpirun --bind-to core, rank 0
-    print(json.dumps(measure(args.seconds, args.window_s, args.device)), flush=True)
+    rows = 16384 if args.device == "cuda" else 256
+    print(json.dumps(measure(args.seconds, args.window_s, args.device, m=rows)), flush=True)
 
 
 if __name__ == "__main__":
