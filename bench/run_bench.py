@@ -241,7 +241,10 @@ def machine_facts(args, env):
         import torch
         facts["gpu"] = torch.cuda.get_device_name(0)
     if not args.peers_only:
-        doc = subprocess.run([args.lorabench, "doctor", "--json"], env=env, stdout=subprocess.PIPE, text=True).stdout
+        # NCCL_DEBUG logs to stdout (the doctor opens an NCCL communicator on a GPU): not into the JSON.
+        quiet_nccl = {k: v for k, v in env.items() if k != "NCCL_DEBUG"}
+        doc = subprocess.run([args.lorabench, "doctor", "--json"], env=quiet_nccl, stdout=subprocess.PIPE,
+                             text=True).stdout
         blas = {c["name"]: c for c in json.loads(doc)["checks"]}["blas"]
         if blas["details"].get("kind") == "reference BLAS":
             raise SystemExit("bench: REFUSED: the reference BLAS is loaded (" + blas["message"] + ")")
