@@ -216,12 +216,19 @@ class NcclWork final : public Work {
       st_->abort(why);
       throw CommError(why);
     }
-    ncclResult_t async = ncclSuccess;
-    ncclResult_t r = ncclCommGetAsyncError(st_->comm, &async);
+    ncclResult_t async = ncclSuccess, r = ncclSuccess;
+    std::string last;
+    {
+      // The watchdog may abort (and free) the communicator from its thread: not while this reads it.
+      std::lock_guard<std::mutex> lock(st_->abort_mu);
+      if (st_->aborted) throw CommError("NCCL communicator was aborted: " + st_->abort_reason);
+      r = ncclCommGetAsyncError(st_->comm, &async);
+      if (r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) last = nccl_last_error(st_->comm);
+    }
     if (r != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
       ncclResult_t bad = r != ncclSuccess ? r : async;
-      std::string why = rank_tag() + " " + what_ + ": NCCL error " + ncclGetErrorString(bad) +
-                        nccl_last_error(st_->comm) + "; the NCCL communicator was aborted";
+      std::string why = rank_tag() + " " + what_ + ": NCCL error " + ncclGetErrorString(bad) + last +
+                        "; the NCCL communicator was aborted";
       st_->abort(why);
       throw CommError(why);
     }
@@ -340,7 +347,13 @@ class NcclCommunicator final : public Communicator {
     LB_CUDA_CHECK(cudaEventRecord(st_->inputs_ready, cudaStreamLegacy));
     LB_CUDA_CHECK(cudaStreamWaitEvent(st_->stream, st_->inputs_ready, 0));
     auto w = std::make_unique<NcclWork>(st_, strformat("nccl %s #%lld", what, static_cast<long long>(++issued_)));
-    issue();
+    {
+      // Issuing reads the communicator, which the watchdog's thread may abort and free: one at a time. (The
+      // watchdog aborts collectives already issued and stuck on the device; an issue returns at once.)
+      std::lock_guard<std::mutex> lock(st_->abort_mu);
+      if (st_->aborted) throw CommError("NCCL communicator was aborted: " + st_->abort_reason);
+      issue();
+    }
     LB_CUDA_CHECK(cudaEventRecord(w->event(), st_->stream));
     return w;
   }
