@@ -6,9 +6,11 @@ import subprocess
 import sys
 
 
-def mpirun(n):
-    """mpirun for n ranks on this machine: one core per rank, more ranks than cores allowed."""
-    cmd = ["mpirun", "--oversubscribe", "--bind-to", "core", "-n", str(n)]
+def mpirun(n, device="cpu"):
+    """mpirun for n ranks on this machine: on CPUs one core per rank (as the peers pin theirs), more ranks
+    than cores allowed; on a GPU unbound, as the peers there run (a rank's host thread shares its core with
+    the CUDA driver's and NCCL's threads when bound to one)."""
+    cmd = ["mpirun", "--oversubscribe", "--bind-to", "core" if device == "cpu" else "none", "-n", str(n)]
     if os.geteuid() == 0:
         cmd.insert(1, "--allow-run-as-root")
     return cmd

@@ -105,7 +105,7 @@ def lorabench_cmd(args, w, snapshot, frame, run, extra=None):
             "profile.peak_gflops": frame / 1e9, "parallel.device": args.device,
             # no planner probe before the steps: not part of the step, and a peer does nothing like it
             "run.predict": "false", **(extra or {})}
-    cmd = mpirun(w.ranks) + [args.lorabench, os.path.join(ROOT, "inputs", "bench.ini")]
+    cmd = mpirun(w.ranks, args.device) + [args.lorabench, os.path.join(ROOT, "inputs", "bench.ini")]
     for k, v in sets.items():
         cmd += ["--set", f"{k}={v}"]
     return cmd
