@@ -10,7 +10,7 @@
 #   scripts/gpu_check.sh run OUT [DIR]    on the GPU machine, from the repository root with DIR carried
 #                                         beside it: unpacks the packages under DIR/root, builds lorabench
 #                                         there against that machine's python3 torch (all cores), runs
-#                                         20 steps of single on one GPU (NCCL), of ddp and fsdp on one rank
+#                                         20 steps of single on one GPU (NCCL), of zero2 and fsdp on one rank
 #                                         with NCCL (their losses must be single's), `lorabench doctor`,
 #                                         `ctest -L gpu`, then ddp, zero1, zero2, fsdp on 2 ranks sharing it (MPI,
 #                                         staged), fp32 and bf16, each recording the planner's prediction,
@@ -305,16 +305,17 @@ run() {
   }
   # First what says most in the fewest seconds: the binary trains on the GPU at all.
   single_run fp32
-  # NCCL's device path on this one GPU: DDP all-reduces its buckets and FSDP gathers, prefetches and
-  # reduce-scatters its layers even on one rank, on the communication stream, ordered by events; both must
-  # train as single did (the same seed: the same losses, to fp32 rounding of the sums' order).
-  for s in ddp fsdp; do
+  # NCCL's device path on this one GPU: even on one rank ZeRO-2 reduce-scatters its gradient buckets during
+  # the backward and FSDP gathers, prefetches and reduce-scatters its layers, on the communication stream,
+  # ordered by events (DDP skips its all-reduce on one rank); both must train as single did (the same seed:
+  # the same losses, to fp32 rounding of the sums' order).
+  for s in zero2 fsdp; do
     step "${s}_1rank_nccl_fp32" bash -c "cd '$work' && '$lb' '$here/inputs/tiny.ini' --set run.steps=20 \
       --set model.dtype=fp32 --set parallel.strategy=$s --set parallel.device=cuda --set parallel.backend=nccl \
       --set profile.peak_gflops=0 --set run.name=$s-1rank-nccl-fp32"
   done
   step nccl_1rank_losses_match_single last_losses_match 1e-4 "$OUT/logs/single_fp32.log" \
-    "$OUT/logs/ddp_1rank_nccl_fp32.log" "$OUT/logs/fsdp_1rank_nccl_fp32.log"
+    "$OUT/logs/zero2_1rank_nccl_fp32.log" "$OUT/logs/fsdp_1rank_nccl_fp32.log"
   step doctor_1rank "$lb" doctor
   # The gpu tests, bounded so that a hang cannot take the rest of the lent minutes. A test that needs more
   # GPUs than the machine has is left out and said so (it would skip, and a skip fails the next step).
