@@ -292,11 +292,12 @@ def best_frame(measurements):
     return flops / seconds
 
 
-def bench_workload(args, w, env, frames, progress=lambda runs: None):
+def bench_workload(args, w, env, frames, runs, progress=lambda: None):
+    """Fills runs {side: [Run per round]}, calling progress() after every run."""
     snapshot = write_snapshot(w.preset, SEED)
     frame = frames[frame_key(w)][0]["frame_flops_per_s"]
     sides = sides_of(args, w)
-    runs = {s: [] for s in sides}
+    runs.update({s: [] for s in sides})
     ref_loss = None  # the first side of round 0 (lorabench unless --peers-only) sets the reference
     for r in range(args.rounds):
         if r > 0:  # the frame again between rounds: its best over the whole benchmark is the figure used
@@ -312,10 +313,9 @@ def bench_workload(args, w, env, frames, progress=lambda runs: None):
             print(f"  {w.name} round {r} {run.side}: {run.step_s:.3f} s/step, {run.tokens_per_s:.1f} tokens/s, "
                   f"{run.mem_mib:.0f} MiB, step-0 loss {run.loss0:.6f}, {time.time() - t0:.0f} s",
                   file=sys.stderr, flush=True)
-            progress(runs)
+            progress()
             ref_loss = run.loss0 if ref_loss is None else ref_loss
             check_equal_work(w, ref_loss, run)
-    return runs
 
 
 def step_flops(w, runs):
@@ -477,11 +477,7 @@ def main():
 
     for w in workloads:
         results.append((w, {}))
-
-        def progress(runs, w=w):
-            results[-1] = (w, runs)
-            dump_json(False)
-        results[-1] = (w, bench_workload(args, w, env, frames, progress))
+        bench_workload(args, w, env, frames, results[-1][1], progress=lambda: dump_json(False))
     for key, fr in frames.items():  # and once after the last run
         w = next(x for x in workloads if frame_key(x) == key)
         fr.append(calibrate(args, w, write_snapshot(w.preset, SEED), env))

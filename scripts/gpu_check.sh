@@ -172,19 +172,20 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none
 EOF
 }
 
-# last_losses_match TOL REF.log LOG...: the last "step N/M  loss X" line of each LOG has REF's step and a loss
-# within relative TOL of REF's.
+# last_step_line LOG: a training log's last "step N/M  loss X ..." line.
+last_step_line() { grep -E '^step [0-9]+/[0-9]+ +loss ' "$1" | tail -n 1; }
+
+# last_losses_match TOL REF.log LOG...: the last step line of each LOG has REF's step and a loss within
+# relative TOL of REF's.
 last_losses_match() {
-  local tol=$1 ref=$2 f
+  local tol=$1 ref=$2 f want
   shift 2
-  for f in "$ref" "$@"; do
-    grep -E '^step [0-9]+/[0-9]+ +loss ' "$f" | tail -n 1 | awk -v f="$f" '{print f": "$0}'
-  done
-  local want
-  want=$(grep -E '^step [0-9]+/[0-9]+ +loss ' "$ref" | tail -n 1 | awk '{print $2, $4}')
+  want=$(last_step_line "$ref" | awk '{print $2, $4}')
   [[ -n $want ]] || { echo "no step line in $ref"; return 1; }
+  echo "$ref: $(last_step_line "$ref")"
   for f in "$@"; do
-    grep -E '^step [0-9]+/[0-9]+ +loss ' "$f" | tail -n 1 | awk -v want="$want" -v tol="$tol" -v f="$f" '
+    echo "$f: $(last_step_line "$f")"
+    last_step_line "$f" | awk -v want="$want" -v tol="$tol" -v f="$f" '
       { split(want, w, " "); d = $4 - w[2]; if (d < 0) d = -d
         if ($2 != w[1] || d > tol * (w[2] < 0 ? -w[2] : w[2])) { print f ": step " $2 " loss " $4 ", expected step " w[1] " loss " w[2]; bad = 1 } }
       END { exit (NR == 0 || bad) }' || return 1
@@ -241,7 +242,7 @@ summarize() {
     echo '```'
     for f in "$OUT"/logs/single_*.log "$OUT"/logs/*_1rank_nccl_*.log "$OUT"/logs/*_2ranks_*.log; do
       [[ -f $f ]] || continue
-      echo "$(basename "$f" .log): $(grep -E '^step [0-9]+/' "$f" | tail -n 1)"
+      echo "$(basename "$f" .log): $(last_step_line "$f")"
       echo "    $(grep -E '^run: ' "$f" | tail -n 1)"
     done
     echo '```'

@@ -1,8 +1,6 @@
 // The device and communicator of a rank, shared by training and the planner (docs/gpu.md).
 #include "device_setup.hpp"
 
-#include <algorithm>
-
 #include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/comm/nccl_communicator.hpp"
 #include "lorabench/core/error.hpp"
@@ -67,8 +65,7 @@ std::unique_ptr<comm::Communicator> make_data_plane(MPI_Comm world, const device
 void plan_on_device(train::PlanOptions& o, const device::Choice& choice, const device::Device& dev) {
   if (!dev.is_cuda()) return;
   o.gpu = true;
-  // The host's GPUs, not this process's: under --gpus-per-task=1 each rank sees one.
-  o.gpus_per_node = std::max(choice.gpus_on_host, device::cuda_visible_devices());
+  o.gpus_per_node = choice.gpus_on_host;  // the host's GPUs: under --gpus-per-task=1 each rank sees one
   o.share_gpus = choice.backend == "mpi";
   o.gpu_available = dev.memory_available();  // the whole GPU's: make_plan splits it over its ranks
   o.gpu_name = dev.str();

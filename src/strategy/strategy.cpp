@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 #include "lorabench/core/error.hpp"
 #include "lorabench/device/torch_device.hpp"
 #include "strategy_common.hpp"
@@ -55,28 +57,31 @@ at::TensorOptions TrainingStrategy::opts(at::ScalarType t) const {
   return at::TensorOptions().dtype(t).device(device::torch_device(dev_));
 }
 
-double TrainingStrategy::all_reduce_sum(double x) const {
-  if (comm_ == nullptr || comm_->size() == 1) return x;
-  if (!comm_->device_buffers()) {
-    comm_->all_reduce(&x, 1, comm::DataType::kFloat64, comm::ReduceOp::kSum);
-    return x;
+namespace {
+
+// x[0..n) := op over all ranks, in fp64, through a device buffer where the communicator takes those.
+void all_reduce_f64(comm::Communicator* comm, const at::TensorOptions& on_device, double* x, int64_t n,
+                    comm::ReduceOp op) {
+  if (comm == nullptr || comm->size() == 1 || n == 0) return;
+  if (!comm->device_buffers()) {
+    comm->all_reduce(x, n, comm::DataType::kFloat64, op);
+    return;
   }
-  at::Tensor t = at::full({1}, x, opts(at::kDouble));
-  comm_->all_reduce(t.data_ptr(), 1, comm::DataType::kFloat64, comm::ReduceOp::kSum);
-  return t.item<double>();
+  at::Tensor t = at::from_blob(x, {n}, at::kDouble).to(on_device);
+  comm->all_reduce(t.data_ptr(), n, comm::DataType::kFloat64, op);
+  t = t.to(at::kCPU);
+  if (t.data_ptr<double>() != x) std::copy(t.data_ptr<double>(), t.data_ptr<double>() + n, x);
+}
+
+}  // namespace
+
+double TrainingStrategy::all_reduce_sum(double x) const {
+  all_reduce_f64(comm_, opts(at::kDouble), &x, 1, comm::ReduceOp::kSum);
+  return x;
 }
 
 void TrainingStrategy::all_reduce_min(std::vector<double>& x) const {
-  if (comm_ == nullptr || comm_->size() == 1 || x.empty()) return;
-  const auto n = static_cast<int64_t>(x.size());
-  if (!comm_->device_buffers()) {
-    comm_->all_reduce(x.data(), n, comm::DataType::kFloat64, comm::ReduceOp::kMin);
-    return;
-  }
-  at::Tensor t = at::tensor(x, at::kDouble).to(opts(at::kDouble));
-  comm_->all_reduce(t.data_ptr(), n, comm::DataType::kFloat64, comm::ReduceOp::kMin);
-  t = t.to(at::kCPU);
-  std::copy(t.data_ptr<double>(), t.data_ptr<double>() + n, x.begin());
+  all_reduce_f64(comm_, opts(at::kDouble), x.data(), static_cast<int64_t>(x.size()), comm::ReduceOp::kMin);
 }
 
 MemoryPrediction predict_model_state(const std::string& strategy, const model::ModelLayout& m, at::ScalarType dtype,
