@@ -22,9 +22,10 @@ def h5dump_text(v):
     return raw.encode("latin-1", "replace").decode("utf-8", "replace")
 
 
-def summary(path):
-    """Every attribute of a run file's /metrics/summary (one h5dump): numbers as floats, text as str."""
-    p = subprocess.run(["h5dump", "-m", "%.17g", "-A", "-g", "/metrics/summary", path], stdout=subprocess.PIPE,
+def summary(path, group="/metrics/summary"):
+    """Every attribute of a run file's /metrics/summary, or of another group (one h5dump): numbers as floats,
+    text as str."""
+    p = subprocess.run(["h5dump", "-m", "%.17g", "-A", "-g", group, path], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         raise SystemExit(f"bench: h5dump cannot read {path}: {p.stderr.strip()}")

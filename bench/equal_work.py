@@ -4,7 +4,7 @@
   peer through transformers' from_pretrained, written once per preset and seed and cached;
 - the same tokens: lorabench's synthetic source (src/data/synthetic.cpp) reproduced bit for bit;
 - the step-0 check: LoRA B is zero at initialisation, so the first loss depends only on the base weights
-  and the tokens; both sides must report it within LOSS_RTOL.
+  and the tokens; both sides must report it within loss_rtol(dtype).
 
 Torch-free except write_snapshot (imports torch and safetensors lazily).
 """
@@ -28,6 +28,7 @@ PRESETS = {
 # (qwen2.5-0.5b); the same peer on the next seed's tokens 2.4e-3 and 5.7e-3, which the check must catch
 # (tests/e2e/bench_peers.cmake makes it fail on purpose).
 LOSS_RTOL = 1e-3
+LOSS_RTOL_FP32 = 1e-4
 
 # Bumped whenever write_snapshot's output changes, so a cached snapshot of an older recipe is not reused.
 SNAPSHOT_VERSION = 2
@@ -125,6 +126,11 @@ def write_snapshot(preset, seed, root=None):
             raise
         shutil.rmtree(tmp)  # another process finished first: the same bytes
     return path
+
+
+def loss_rtol(dtype):
+    """The step-0 loss check's relative tolerance for the model dtype ("bf16" or "fp32")."""
+    return LOSS_RTOL if dtype == "bf16" else LOSS_RTOL_FP32
 
 
 def loss_matches(ours, peer, rtol=LOSS_RTOL):

@@ -5,7 +5,9 @@ runs the GEMMs of the model's own training step, at their best.
 The path is ATen's (oneDNN for bf16 on CPU, cuBLAS on GPU): the same libtorch lorabench is built
 against and the peers run on. On a CPU without AVX-512, libtorch's bf16 GEMM is its reference loops (7-90x
 slower than fp32); the fastest GEMM of these bf16 values there is fp32 on the values widened, which is
-what lorabench runs (src/model/gemm.cpp), and that is the frame (benchlib.cpu_bf16_gemm_native).
+what lorabench runs (src/model/gemm.cpp), and that is the frame (benchlib.cpu_bf16_gemm_native). With
+--dtype fp32 (the table's fp32 workloads) the GEMMs are fp32 everywhere (no TF32 on a GPU: neither side
+enables it).
 
 The shapes are the step's large GEMMs at its token count T = micro-batch x seq: per decoder layer the
 packed q|k|v, o, packed gate|up and down projections, each as the forward x @ W^T and as the
@@ -16,7 +18,7 @@ only ever slows a GEMM down). The frame is the step's GEMM FLOPs over the sum of
 weighted by how often the step runs them: a FLOP-weighted harmonic mean of the best rates, i.e. the
 speed of a step that would be nothing but its GEMMs, each at its best.
 
-    python bench/frame.py --model DIR [--seq 256] [--batch 1] [--threads 1] [--device cpu]
+    python bench/frame.py --model DIR [--seq 256] [--batch 1] [--threads 1] [--device cpu] [--dtype bf16]
 
 Prints one JSON line: frame_flops_per_s, the per-shape best rates, and how the figure was taken.
 """
@@ -75,8 +77,9 @@ def lora_flops_per_token(cfg, seq, r):
 
 
 def measure(cfg, tokens, dtype, device, rounds, min_sample_s):
-    """dtype: the values' type (bf16); the GEMMs run in `dtype`, or in fp32 on its values (widen_to)."""
-    widen_to = dtype if device.type == "cuda" else cpu_gemm_dtype(torch)
+    """dtype: the values' type (bf16 or fp32); the GEMMs run in `dtype`, or a bf16 one in fp32 on its values
+    on a CPU without AVX-512 (widen_to)."""
+    widen_to = cpu_gemm_dtype(torch) if device.type == "cpu" and dtype == torch.bfloat16 else dtype
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     cases = []
     for name, m, k, n, trans, count in step_gemms(cfg, tokens):
@@ -116,6 +119,7 @@ def main():
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--min-sample-s", type=float, default=0.05)
+    ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16", help="the model's dtype")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.device == "cpu" and hasattr(os, "sched_setaffinity"):
@@ -124,9 +128,10 @@ def main():
         cfg = json.load(f)
     tokens = args.seq * args.batch
     t0 = time.time()
-    rate, shapes = measure(cfg, tokens, torch.bfloat16, torch.device(args.device), args.rounds, args.min_sample_s)
-    native = args.device == "cuda" or cpu_gemm_dtype(torch) == torch.bfloat16
-    gemms = "bf16" if native else "fp32 (bf16 values; no AVX-512, see frame.py)"
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float32
+    rate, shapes = measure(cfg, tokens, dtype, torch.device(args.device), args.rounds, args.min_sample_s)
+    native = args.device == "cuda" or dtype == torch.float32 or cpu_gemm_dtype(torch) == torch.bfloat16
+    gemms = args.dtype if native else "fp32 (bf16 values; no AVX-512, see frame.py)"
     how = (f"{gemms} GEMMs of the step's shapes (T={tokens}) via ATen, FLOP-weighted best of {args.rounds} "
            f"interleaved rounds of >= {args.min_sample_s:g} s samples, {args.threads} thread(s), {args.device}")
     print(json.dumps({"frame_flops_per_s": rate, "how": how, "shapes": shapes,

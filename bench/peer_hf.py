@@ -11,7 +11,8 @@ loss, tokens/s, peak CUDA memory on a GPU.
 --mode compile wraps the model in torch.compile (the warm-up steps include the compilation); --mode
 liger applies Liger Kernel's Qwen2 kernels (Triton: CUDA only). --dist ddp is DistributedDataParallel
 (gloo on CPU, NCCL on GPU); --dist fsdp2 is fully_shard per decoder layer and at the root, the usual FSDP
-recipe: fp32 parameters sharded, bf16 compute (MixedPrecisionPolicy), fp32 gradient reduction.
+recipe: fp32 parameters sharded, compute in --dtype (MixedPrecisionPolicy), fp32 gradient reduction.
+--dtype is the model's dtype (bf16, the default, or fp32), as lorabench's model.dtype.
 """
 import argparse
 import json
@@ -33,6 +34,7 @@ def parse_args():
     ap.add_argument("--mode", choices=["eager", "compile", "liger"], default="eager")
     ap.add_argument("--dist", choices=["none", "ddp", "fsdp2"], default="none")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16", help="the model's dtype")
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--batch", type=int, default=1, help="micro-batch per rank")
     ap.add_argument("--steps", type=int, default=5, help="measured steps")
@@ -73,8 +75,9 @@ def build_model(args, device):
             raise SystemExit("peer_hf: --mode liger needs CUDA (Liger Kernel's kernels are Triton)")
         from liger_kernel.transformers import apply_liger_kernel_to_qwen2
         apply_liger_kernel_to_qwen2()  # rope, RMSNorm, SwiGLU, fused linear + cross-entropy
-    # FSDP2 needs one dtype per sharded group: fp32 parameters, bf16 compute through its policy.
-    dtype = torch.float32 if args.dist == "fsdp2" else torch.bfloat16
+    # FSDP2 needs one dtype per sharded group: fp32 parameters, compute in --dtype through its policy.
+    compute = torch.bfloat16 if args.dtype == "bf16" else torch.float32
+    dtype = torch.float32 if args.dist == "fsdp2" else compute
     model = Qwen2ForCausalLM.from_pretrained(args.model, dtype=dtype, attn_implementation="sdpa").to(device)
     # A transformers that does not know the `dtype` keyword (before 4.56) would load fp32 without a word.
     got = {p.dtype for p in model.parameters()}
@@ -92,7 +95,7 @@ def build_model(args, device):
         model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     elif args.dist == "fsdp2":
         from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-        mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        mp = MixedPrecisionPolicy(param_dtype=compute, reduce_dtype=torch.float32)
         for layer in model.base_model.model.model.layers:
             fully_shard(layer, mp_policy=mp)
         fully_shard(model, mp_policy=mp)
@@ -152,7 +155,7 @@ def main():
     step_s = float(step_t[0])
     if rank == 0:
         out = {"peer": f"hf-{args.mode}" + ("" if args.dist == "none" else f"-{args.dist}"),
-               "torch": torch.__version__, "device": device.type, "world": world, "seq": args.seq,
+               "torch": torch.__version__, "device": device.type, "dtype": args.dtype, "world": world, "seq": args.seq,
                "batch": args.batch, "threads": args.threads, "step_time_s": step_s,
                "tokens_per_s": world * args.batch * args.seq / step_s, "loss_step0": float(loss_t[0]),
                "losses": [float(x) for x in loss_t], "trainable": sum(p.numel() for p in params),

@@ -3,8 +3,9 @@
 torch.compile, DDP, FSDP2, and on GPU with Liger Kernel), on one machine, in one run:
 
 - equal work: every side loads the same snapshot (bench/equal_work.py), trains on lorabench's synthetic
-  tokens with the same sequence length, micro-batch, threads per rank and dtype (bf16), and must report
-  the same step-0 loss within equal_work.LOSS_RTOL; a side that does not is INVALID and the run fails;
+  tokens with the same sequence length, micro-batch, threads per rank and dtype (--dtype: bf16, or fp32),
+  and must report the same step-0 loss within equal_work.loss_rtol(dtype); a side that does not is INVALID
+  and the run fails;
 - sides alternate within each round (the order rotates), every figure is the median over rounds of each
   run's median step;
 - one frame for LoRA-MFU (bench/frame.py), measured before the first run, between rounds and after the
@@ -18,6 +19,7 @@ torch.compile, DDP, FSDP2, and on GPU with Liger Kernel), on one machine, in one
     scripts/bench.sh [--rounds N] [--steps N] [--only WORKLOAD ...] [--out FILE.md]
     scripts/bench.sh --quick        # tiny shape, 1 round, lorabench and the eager peer (tests/e2e)
     scripts/bench.sh --device cuda --sweep-batch    # the GPU table also at the largest micro-batch that fits
+    scripts/bench.sh --dtype fp32   # every side in fp32 (the workloads are then named 0.5b-fp32, ...)
 """
 import argparse
 import json
@@ -30,7 +32,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from benchlib import cpu_bf16_gemm_native, host_noise, mpirun, summary
-from equal_work import LOSS_RTOL, hf_config, loss_matches, write_snapshot
+from equal_work import hf_config, loss_matches, loss_rtol, write_snapshot
 from frame import lora_flops_per_token
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,16 +54,18 @@ class Workload:
     note: str = ""
 
 
-CPU_WORKLOADS = [
-    Workload("0.5b-bf16", "qwen2.5-0.5b", 1, "single", ["eager", "compile"]),
-    Workload("0.5b-bf16-ddp2", "qwen2.5-0.5b", 2, "ddp", ["eager"], dist="ddp"),
-    Workload("0.5b-bf16-fsdp2", "qwen2.5-0.5b", 2, "fsdp", ["eager"], dist="fsdp2",
-             note="the peer keeps fp32 parameters (FSDP2 shards one dtype per group) and computes in bf16"),
-]
-GPU_WORKLOADS = [
-    Workload("0.5b-bf16-gpu", "qwen2.5-0.5b", 1, "single", ["eager", "compile", "liger"], seq=2048, batch=8),
-]
-QUICK_WORKLOADS = [Workload("tiny-bf16", "tiny", 1, "single", ["eager"])]
+def workloads(device, quick, dtype):
+    """The table's workloads; their names carry the dtype (0.5b-bf16, 0.5b-fp32-ddp2, ...)."""
+    if quick:
+        return [Workload(f"tiny-{dtype}", "tiny", 1, "single", ["eager"])]
+    if device == "cuda":
+        return [Workload(f"0.5b-{dtype}-gpu", "qwen2.5-0.5b", 1, "single", ["eager", "compile", "liger"],
+                         seq=2048, batch=8)]
+    fsdp_note = ("the peer keeps fp32 parameters (FSDP2 shards one dtype per group) and computes in bf16"
+                 if dtype == "bf16" else "")
+    return [Workload(f"0.5b-{dtype}", "qwen2.5-0.5b", 1, "single", ["eager", "compile"]),
+            Workload(f"0.5b-{dtype}-ddp2", "qwen2.5-0.5b", 2, "ddp", ["eager"], dist="ddp"),
+            Workload(f"0.5b-{dtype}-fsdp2", "qwen2.5-0.5b", 2, "fsdp", ["eager"], dist="fsdp2", note=fsdp_note)]
 
 
 @dataclass
@@ -99,7 +103,7 @@ def measure_isolated(cmd, env, check=True):
 
 
 def lorabench_cmd(args, w, snapshot, frame, run, extra=None):
-    sets = {"run.output_dir": args.run_dir, "run.name": run, "model.path": snapshot, "model.dtype": "bf16",
+    sets = {"run.output_dir": args.run_dir, "run.name": run, "model.path": snapshot, "model.dtype": args.dtype,
             "parallel.strategy": w.strategy, "run.steps": args.steps + args.warmup, "run.warmup_steps": args.warmup,
             "run.seed": SEED, "lora.r": LORA_R, "lora.alpha": LORA_ALPHA, "data.seq_len": w.seq, "train.micro_batch": w.batch, "run.quiet": "true",
             "profile.peak_gflops": frame / 1e9, "parallel.device": args.device,
@@ -114,17 +118,19 @@ def lorabench_cmd(args, w, snapshot, frame, run, extra=None):
 def run_lorabench(args, w, snapshot, frame, tag, env):
     run = f"{w.name}-{tag}"
     _, _, rss = measure_isolated(lorabench_cmd(args, w, snapshot, frame, run), env)
-    s = summary(os.path.join(args.run_dir, run, "run.h5"))
+    path = os.path.join(args.run_dir, run, "run.h5")
+    s = summary(path)
     # On a GPU the peers report CUDA's peak allocated bytes; lorabench's run file has the same figure.
     mem = s["mem_peak_bytes_max"] / 2**20 if args.device == "cuda" else rss
     step = s["step_time_median_s"]
     tokens = int(s["global_batch_size"]) * int(s["seq_len"])
     return Run("lorabench", step, tokens / step, mem, s["loss_first"], s["flops_per_step"],
-               {"loss_last": s["loss_last"]})
+               {"loss_last": s["loss_last"], "dtype": summary(path, "/config")["model.dtype"]})
 
 
 def peer_cmd(args, w, mode, snapshot, port):
     script = [os.path.join(HERE, "peer_hf.py"), "--model", snapshot, "--mode", mode, "--device", args.device,
+              "--dtype", args.dtype,
               "--seq", str(w.seq), "--batch", str(w.batch), "--steps", str(args.steps), "--warmup", str(args.warmup),
               "--threads", "1", "--seed", str(SEED + args.fault_peer_seed_offset), "--lora-r", str(LORA_R),
               "--lora-alpha", str(LORA_ALPHA)]
@@ -139,7 +145,8 @@ def run_peer(args, w, mode, snapshot, env):
     out, _, rss = measure_isolated(peer_cmd(args, w, mode, snapshot, port), env)
     r = json.loads(out.strip().splitlines()[-1])
     mem = r["cuda_peak_mib"] if args.device == "cuda" else rss
-    return Run(r["peer"], r["step_time_s"], r["tokens_per_s"], mem, r["loss_step0"], extra={"losses": r["losses"]})
+    return Run(r["peer"], r["step_time_s"], r["tokens_per_s"], mem, r["loss_step0"],
+               extra={"losses": r["losses"], "dtype": r["dtype"]})
 
 
 # What a side says when a micro-batch does not fit: CUDA's caching allocator (torch.OutOfMemoryError in the
@@ -201,7 +208,7 @@ def sweep_batch(args, w, env):
 
 def calibrate(args, w, snapshot, env):
     cmd = [sys.executable, os.path.join(HERE, "frame.py"), "--model", snapshot, "--seq", str(w.seq),
-           "--batch", str(w.batch), "--threads", "1", "--device", args.device]
+           "--batch", str(w.batch), "--threads", "1", "--device", args.device, "--dtype", args.dtype]
     if args.quick:
         cmd += ["--rounds", "3", "--min-sample-s", "0.01"]
     out = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, text=True, check=True).stdout
@@ -225,14 +232,15 @@ REFERENCE_BF16 = ("this CPU has no AVX-512 (F, BW, VL, DQ): libtorch runs the pe
                   "lorabench runs each as an fp32 GEMM on the bf16 values widened (src/model/gemm.cpp)")
 
 
-def reference_bf16_refusal(device, quick, allowed, cpuinfo="/proc/cpuinfo"):
-    """Why the full CPU table is not started on a CPU where the peers' bf16 GEMMs are libtorch's reference
-    loops (one 0.5B peer step takes minutes there, the table many hours), or None."""
-    if device != "cpu" or quick or allowed or cpu_bf16_gemm_native(cpuinfo):
+def reference_bf16_refusal(device, quick, allowed, cpuinfo="/proc/cpuinfo", dtype="bf16"):
+    """Why the full bf16 CPU table is not started on a CPU where the peers' bf16 GEMMs are libtorch's
+    reference loops (one 0.5B peer step takes minutes there, the table many hours), or None."""
+    if device != "cpu" or quick or allowed or dtype != "bf16" or cpu_bf16_gemm_native(cpuinfo):
         return None
     return (f"bench: REFUSED: {REFERENCE_BF16}; one Qwen2.5-0.5B peer step would take minutes (its "
-            "backward's dY @ W GEMMs alone run at about 1 GFLOP/s) and the table many hours. Run it on a CPU with AVX-512, or pass --allow-reference-bf16 to measure anyway "
-            "(--quick runs the tiny shape).")
+            "backward's dY @ W GEMMs alone run at about 1 GFLOP/s) and the table many hours. On this CPU "
+            "--dtype fp32 compares every side in fp32; for bf16, run it on a CPU with AVX-512, or pass "
+            "--allow-reference-bf16 to measure anyway (--quick runs the tiny shape).")
 
 
 def machine_facts(args, env):
@@ -265,11 +273,13 @@ def machine_facts(args, env):
     return facts
 
 
-def check_equal_work(w, ours, run):
-    """Fails the benchmark loudly when a side's step-0 loss differs from lorabench's."""
-    if not loss_matches(ours, run.loss0):
+def check_equal_work(w, ours, run, dtype):
+    """Fails the benchmark loudly when a side ran in another dtype or its step-0 loss differs from lorabench's."""
+    if run.extra.get("dtype") != dtype:
+        raise SystemExit(f"bench: INVALID: {w.name}: {run.side} ran in {run.extra.get('dtype')}, not {dtype}")
+    if not loss_matches(ours, run.loss0, loss_rtol(dtype)):
         raise SystemExit(f"bench: INVALID: {w.name}: {run.side} step-0 loss {run.loss0:.6f} != lorabench's "
-                         f"{ours:.6f} (relative {abs(run.loss0 - ours) / abs(ours):.2e} > {LOSS_RTOL:g}): "
+                         f"{ours:.6f} (relative {abs(run.loss0 - ours) / abs(ours):.2e} > {loss_rtol(dtype):g}): "
                          "the sides do not compute the same thing")
 
 
@@ -315,7 +325,7 @@ def bench_workload(args, w, env, frames, runs, progress=lambda: None):
                   file=sys.stderr, flush=True)
             progress()
             ref_loss = run.loss0 if ref_loss is None else ref_loss
-            check_equal_work(w, ref_loss, run)
+            check_equal_work(w, ref_loss, run, args.dtype)
 
 
 def step_flops(w, runs):
@@ -340,7 +350,7 @@ def render(args, facts, results, frames, sweeps):
     add(f"machine: {facts['cpu']}, {facts['cpus']} CPUs, ISA: {facts['isa']}"
         + (f"; GPU: {facts['gpu']}" if "gpu" in facts else ""))
     add(f"libtorch: {facts['torch_kernels']}")
-    if args.device == "cpu" and not cpu_bf16_gemm_native():
+    if args.device == "cpu" and args.dtype == "bf16" and not cpu_bf16_gemm_native():
         add(f"bf16 GEMMs: {REFERENCE_BF16}")
     if "blas" in facts:
         add(f"BLAS: {facts['blas']}")
@@ -350,8 +360,9 @@ def render(args, facts, results, frames, sweeps):
     add(f"host noise (bench/host_noise.py: one bf16 GEMM timed in short windows) before: "
         f"{facts['noise_before']['line']}; after: {facts['noise_after']['line']}")
     add(f"{args.steps} measured steps after {args.warmup} warm-up per run, {args.rounds} rotating rounds, medians; "
-        f"bf16, LoRA r{LORA_R} alpha {LORA_ALPHA} on q,k,v,o,gate,up,down, AdamW lr 1e-4, 1 thread per rank, "
-        f"synthetic tokens (seed {SEED}); step-0 losses equal within {LOSS_RTOL:g} relative (checked: VALID)")
+        f"{args.dtype}, LoRA r{LORA_R} alpha {LORA_ALPHA} on q,k,v,o,gate,up,down, AdamW lr 1e-4, 1 thread per "
+        f"rank, synthetic tokens (seed {SEED}); step-0 losses equal within {loss_rtol(args.dtype):g} relative "
+        "(checked: VALID)")
     add("")
     mem_name = "CUDA peak allocated (MiB)" if args.device == "cuda" else "peak RSS (MiB)"
     add(f"| workload | side | ranks | step (s) | tokens/s | LoRA-MFU | {mem_name} | step-0 loss | "
@@ -389,7 +400,7 @@ def render(args, facts, results, frames, sweeps):
         if w.note:
             add(f"- {w.name}: {w.note}")
     names = {w.name: runs for w, runs in results}
-    for multi, single in (("0.5b-bf16-ddp2", "0.5b-bf16"),):
+    for multi, single in ((f"0.5b-{args.dtype}-ddp2", f"0.5b-{args.dtype}"),):
         if multi in names and single in names:
             for side_m, side_s in (("lorabench", "lorabench"), ("eager", "eager")):
                 if side_m in names[multi] and side_s in names[single]:
@@ -421,6 +432,8 @@ def main():
     ap.add_argument("--peers-only", action="store_true", help="only the peers (no lorabench side)")
     ap.add_argument("--out", default=None, help="also write the Markdown table here")
     ap.add_argument("--json", default=None, help="also write the raw results here")
+    ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16",
+                    help="every side's model dtype (lorabench's model.dtype); bf16 is the benchmark's")
     ap.add_argument("--allow-reference-bf16", action="store_true",
                     help="run the full CPU table even where the peers' bf16 GEMMs are libtorch's reference loops")
     ap.add_argument("--cpuinfo", default="/proc/cpuinfo", help=argparse.SUPPRESS)  # tests: another CPU's flags
@@ -430,19 +443,19 @@ def main():
     if args.device == "auto":
         import torch
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
-    refusal = reference_bf16_refusal(args.device, args.quick, args.allow_reference_bf16, args.cpuinfo)
+    refusal = reference_bf16_refusal(args.device, args.quick, args.allow_reference_bf16, args.cpuinfo, args.dtype)
     if refusal:
         print(refusal, file=sys.stderr)
         sys.exit(2)
     if args.quick:
         args.rounds, args.steps, args.warmup = 1, 2, 1
-    workloads = QUICK_WORKLOADS if args.quick else (GPU_WORKLOADS if args.device == "cuda" else CPU_WORKLOADS)
+    table = workloads(args.device, args.quick, args.dtype)
     if args.only:
-        unknown = set(args.only) - {w.name for w in workloads}
+        unknown = set(args.only) - {w.name for w in table}
         if unknown:
-            raise SystemExit(f"bench: unknown workload(s) {sorted(unknown)} for {args.device} "
-                             f"(known: {[w.name for w in workloads]})")
-        workloads = [w for w in workloads if w.name in args.only]
+            raise SystemExit(f"bench: unknown workload(s) {sorted(unknown)} for {args.device} in {args.dtype} "
+                             f"(known: {[w.name for w in table]})")
+        table = [w for w in table if w.name in args.only]
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore::FutureWarning")
     facts = machine_facts(args, env)
@@ -450,15 +463,15 @@ def main():
     facts["noise_before"] = host_noise(noise_s, args.device, env)
     args.run_dir = tempfile.mkdtemp(prefix="lorabench-bench-")
     sweeps = {}
-    for w in list(workloads) if args.sweep_batch else []:
+    for w in list(table) if args.sweep_batch else []:
         sweeps[w.name] = sweep_batch(args, w, env)
         common = min(b for b, _ in sweeps[w.name].values())
         if common > w.batch:
-            workloads.append(replace(w, name=f"{w.name}-b{common}", batch=common,
+            table.append(replace(w, name=f"{w.name}-b{common}", batch=common,
                                      note=f"micro-batch {common}: the largest every side fits (--sweep-batch)"))
     # One frame per shape and token count: measured before the first run (here), between rounds and after the last.
     frames = {}
-    for w in workloads:
+    for w in table:
         if frame_key(w) not in frames:
             frames[frame_key(w)] = [calibrate(args, w, write_snapshot(w.preset, SEED), env)]
     results = []
@@ -475,11 +488,11 @@ def main():
                            for w, runs in results]}, f, indent=1)
         os.replace(args.json + ".part", args.json)
 
-    for w in workloads:
+    for w in table:
         results.append((w, {}))
         bench_workload(args, w, env, frames, results[-1][1], progress=lambda: dump_json(False))
     for key, fr in frames.items():  # and once after the last run
-        w = next(x for x in workloads if frame_key(x) == key)
+        w = next(x for x in table if frame_key(x) == key)
         fr.append(calibrate(args, w, write_snapshot(w.preset, SEED), env))
     facts["noise_after"] = host_noise(noise_s, args.device, env)
     text = render(args, facts, results, frames, sweeps)

@@ -4,6 +4,7 @@
 #   scripts/bench.sh                                  # every workload of this device, 3 rounds
 #   scripts/bench.sh --only 0.5b-bf16 --rounds 5 --out bench.md
 #   scripts/bench.sh --quick                          # tiny shape, 1 round (what tests/e2e runs)
+#   scripts/bench.sh --dtype fp32                     # every side in fp32 (the comparison an AVX2-only CPU can make)
 # On a machine where torch sees a GPU the GPU table runs instead (--device cpu forces the CPU one).
 # The peers run on the venv lorabench is built against (scripts/install-deps.sh installs torch and the
 # pinned peers into it), so both sides use the same PyTorch release.

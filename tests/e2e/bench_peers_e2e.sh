@@ -4,9 +4,10 @@
 #             noise before and after (bench/host_noise.py, which refuses a measurement of 0 s)
 #   mismatch  the same with the peer on another seed's tokens must fail with INVALID
 #   sweep     run_bench's "does not fit" classifier on the real messages (lorabench's refusal, ATen's allocator)
-#             and on a failure that is not memory; then --quick --sweep-batch --sweep-max 2: both sides fit 2,
-#             the sweep line says so and the table gains the tiny-bf16-b2 rows; and the full CPU table is
-#             refused on a CPU without AVX-512 (benchlib.cpu_bf16_gemm_native on given flags)
+#             and on a failure that is not memory; then --quick --sweep-batch --sweep-max 2 --dtype fp32: both
+#             sides fit 2, the sweep line says so and the table gains the tiny-fp32-b2 rows, every side in
+#             fp32 (the frame too) with the fp32 loss tolerance; and the full bf16 CPU table is refused on a
+#             CPU without AVX-512 (benchlib.cpu_bf16_gemm_native on given flags), the fp32 one is not
 #   profiles  lorabench-profile-ops (LORABENCH is then its path) and bench/profile_peer.py (eager and compiled)
 #             on the tiny shape: each prints a group table with GEMMs and libtorch's flash attention kernels
 #             (and, compiled, torch.compile's generated kernels), adding up to the step
@@ -44,13 +45,14 @@ import torch
 sys.path.insert(0, sys.argv[1])
 import peer_hf
 snap = os.path.dirname(sorted(glob.glob(os.path.join(sys.argv[2], "*", "config.json")))[0])
-sys.argv = ["peer_hf", "--model", snap]
-model = peer_hf.build_model(peer_hf.parse_args(), torch.device("cpu"))
-if not model.training or not all(m.training for m in model.modules()):
-    sys.exit("FAIL: the peer's model is not in train mode")
-if {p.dtype for p in model.parameters() if not p.requires_grad} != {torch.bfloat16}:
-    sys.exit("FAIL: the peer's frozen weights are not bf16")
-print("peer model: train mode, bf16")
+for flags, dtype in (([], torch.bfloat16), (["--dtype", "fp32"], torch.float32)):
+    sys.argv = ["peer_hf", "--model", snap] + flags
+    model = peer_hf.build_model(peer_hf.parse_args(), torch.device("cpu"))
+    if not model.training or not all(m.training for m in model.modules()):
+        sys.exit("FAIL: the peer's model is not in train mode")
+    if {p.dtype for p in model.parameters() if not p.requires_grad} != {dtype}:
+        sys.exit(f"FAIL: the peer's frozen weights are not {dtype} with {flags}")
+    print(f"peer model {flags}: train mode, {dtype}")
 PY
     "$py" "$src/bench/host_noise.py" --seconds 0 >"$out.noise0" 2>&1 && { echo "FAIL: host_noise.py ran 0 s"; exit 1; }
     grep -q "must be > 0" "$out.noise0" || { cat "$out.noise0"; echo "FAIL: host_noise.py's error"; exit 1; }
@@ -93,24 +95,50 @@ avx2, avx512 = f"{sys.argv[2]}/cpuinfo-avx2", f"{sys.argv[2]}/cpuinfo-avx512"
 if cpu_bf16_gemm_native(avx2) or not cpu_bf16_gemm_native(avx512):
     sys.exit("FAIL: cpu_bf16_gemm_native on the AVX2 / AVX-512 flags")
 msg = reference_bf16_refusal("cpu", False, False, avx2)
-if not msg or "no AVX-512" not in msg or "--allow-reference-bf16" not in msg:
+if not msg or "no AVX-512" not in msg or "--allow-reference-bf16" not in msg or "--dtype fp32" not in msg:
     sys.exit(f"FAIL: no refusal on AVX2: {msg!r}")
 for args in (("cpu", False, False, avx512), ("cpu", True, False, avx2), ("cpu", False, True, avx2),
-             ("cuda", False, False, avx2)):
+             ("cuda", False, False, avx2), ("cpu", False, False, avx2, "fp32")):
     if reference_bf16_refusal(*args) is not None:
         sys.exit(f"FAIL: refused {args}")
+# A side that ran in another dtype than the table's is not equal work, whatever its loss.
+from run_bench import Run, check_equal_work, workloads
+w = workloads("cpu", True, "fp32")[0]
+check_equal_work(w, 2.0, Run("hf-eager", 1.0, 1.0, 1.0, 2.0, extra={"dtype": "fp32"}), "fp32")
+try:
+    check_equal_work(w, 2.0, Run("hf-eager", 1.0, 1.0, 1.0, 2.0, extra={"dtype": "bf16"}), "fp32")
+    sys.exit("FAIL: a bf16 run passed the fp32 table's check")
+except SystemExit as e:
+    if "ran in bf16, not fp32" not in str(e):
+        raise
 PY
     if "$py" "$src/bench/run_bench.py" --lorabench "$lorabench" --device cpu --cpuinfo "$work/cpuinfo-avx2" \
         >"$out.refused-cpu" 2>&1; then
       echo "FAIL: the full CPU table started on an AVX2-only CPU"; exit 1
     fi
     grep -q "bench: REFUSED: this CPU has no AVX-512" "$out.refused-cpu" || { cat "$out.refused-cpu"; echo "FAIL: not the refusal"; exit 1; }
-    "${cmd[@]}" --sweep-batch --sweep-max 2 >"$out" 2>"$err" || { cat "$out" "$err"; echo "FAIL: the sweep failed"; exit 1; }
-    grep -qF "tiny-bf16, the largest micro-batch each side fits (doubling, 1 warm-up + 1 step per try): lorabench 2 (4 and above not tried (--sweep-max 2)); hf-eager 2 (4 and above not tried (--sweep-max 2))" "$out" ||
+    # In fp32 (on an AVX2-only CPU also several times faster than the peer's bf16 reference loops).
+    "${cmd[@]}" --dtype fp32 --sweep-batch --sweep-max 2 --json "$work/sweep.json" >"$out" 2>"$err" ||
+      { cat "$out" "$err"; echo "FAIL: the sweep failed"; exit 1; }
+    grep -qF "tiny-fp32, the largest micro-batch each side fits (doubling, 1 warm-up + 1 step per try): lorabench 2 (4 and above not tried (--sweep-max 2)); hf-eager 2 (4 and above not tried (--sweep-max 2))" "$out" ||
       { cat "$out"; echo "FAIL: no sweep line"; exit 1; }
-    for row in "| tiny-bf16 | lorabench single | 1 |" "| tiny-bf16-b2 | lorabench single | 1 |" "| tiny-bf16-b2 | hf-eager | 1 |"; do
+    for row in "| tiny-fp32 | lorabench single | 1 |" "| tiny-fp32-b2 | lorabench single | 1 |" "| tiny-fp32-b2 | hf-eager | 1 |"; do
       grep -qF -- "$row" "$out" || { cat "$out"; echo "FAIL: no row '$row'"; exit 1; }
     done
+    grep -qF "; fp32, LoRA r16 alpha 32 " "$out" && grep -qF "step-0 losses equal within 0.0001 relative" "$out" &&
+      grep -qF ": fp32 GEMMs of the step's shapes" "$out" ||
+      { cat "$out"; echo "FAIL: the fp32 table does not say fp32 (description, loss tolerance, frame)"; exit 1; }
+    grep -q "^bf16 GEMMs:" "$out" && { cat "$out"; echo "FAIL: the fp32 table has the bf16 GEMM line"; exit 1; }
+    # Every run of it in fp32, as lorabench's run files and the peer's report say (run_bench checks it too).
+    "$py" - "$work/sweep.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+dtypes = {(w["workload"]["name"], side, r["extra"].get("dtype")) for w in j["results"] for side, rs in w["runs"].items()
+          for r in rs}
+if len(dtypes) != 4 or {d for _, _, d in dtypes} != {"fp32"}:
+    sys.exit(f"FAIL: the runs' dtypes: {sorted(dtypes)}")
+print(sorted(dtypes))
+PY
     ;;
   profiles)
     # check_groups FILE [ROW...]: the group table (after "| group |") has positive GEMMs and attention rows
