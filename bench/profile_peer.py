@@ -57,7 +57,8 @@ def group(name, in_optimizer):
 def hf_step(a):
     import peer_hf
     snapshot = write_snapshot(a.preset, SEED)
-    args = SimpleNamespace(mode=a.mode, dist="none", lora_r=16, lora_alpha=32, lora_dropout=0.0, model=snapshot)
+    args = SimpleNamespace(mode=a.mode, dist="none", lora_r=16, lora_alpha=32, lora_dropout=0.0, model=snapshot,
+                           dtype=a.precision)
     model = peer_hf.build_model(args, torch.device("cpu"))
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.0)
@@ -102,7 +103,8 @@ def main():
     ap.add_argument("--peer", choices=["hf", "torch"], default="hf")
     ap.add_argument("--mode", choices=["eager", "compile"], default="eager", help="hf only")
     ap.add_argument("--preset", default="qwen2.5-0.5b")
-    ap.add_argument("--precision", default="bf16", help="torch only (the hf peer is bf16, as benchmarked)")
+    ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16",
+                    help="the model's dtype (scripts/bench.sh --dtype)")
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=1, help="torch.compile compiles here: give it 2")

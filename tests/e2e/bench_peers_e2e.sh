@@ -8,7 +8,7 @@
 #             sides fit 2, the sweep line says so and the table gains the tiny-fp32-b2 rows, every side in
 #             fp32 (the frame too) with the fp32 loss tolerance; and the full bf16 CPU table is refused on a
 #             CPU without AVX-512 (benchlib.cpu_bf16_gemm_native on given flags), the fp32 one is not
-#   profiles  lorabench-profile-ops (LORABENCH is then its path) and bench/profile_peer.py (eager and compiled)
+#   profiles  lorabench-profile-ops (LORABENCH is then its path) and bench/profile_peer.py (eager, compiled, fp32)
 #             on the tiny shape: each prints a group table with GEMMs and libtorch's flash attention kernels
 #             (and, compiled, torch.compile's generated kernels), adding up to the step
 set -euo pipefail
@@ -168,6 +168,11 @@ PY
     OMP_NUM_THREADS=1 "$py" "$src/bench/profile_peer.py" --preset tiny --steps 1 --warmup 1 >"$out.peer" 2>"$err" ||
       { cat "$out.peer" "$err"; echo "FAIL: profile_peer.py failed"; exit 1; }
     check_groups "$out.peer"
+    # The fp32 table's peer (scripts/bench.sh --dtype fp32) in the same groups.
+    OMP_NUM_THREADS=1 "$py" "$src/bench/profile_peer.py" --preset tiny --precision fp32 --steps 1 --warmup 1 \
+      >"$out.peer32" 2>"$err" || { cat "$out.peer32" "$err"; echo "FAIL: profile_peer.py --precision fp32 failed"; exit 1; }
+    grep -q "^hf-eager tiny fp32, seq 256:" "$out.peer32" || { cat "$out.peer32"; echo "FAIL: not the fp32 peer"; exit 1; }
+    check_groups "$out.peer32"
     # Under torch.compile the generated kernels are a group of their own, not time outside ops.
     OMP_NUM_THREADS=1 "$py" "$src/bench/profile_peer.py" --preset tiny --mode compile --steps 1 --warmup 2 \
       >"$out.compiled" 2>"$err" || { cat "$out.compiled" "$err"; echo "FAIL: profile_peer.py --mode compile failed"; exit 1; }
