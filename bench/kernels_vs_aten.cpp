@@ -9,11 +9,12 @@
 #include <ATen/Parallel.h>
 #include <torch/version.h>
 
+#include "bench_cli.hpp"
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <string>
 
@@ -163,8 +164,7 @@ void run_adamw() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], "--reps") == 0) g_reps = std::atoi(argv[i + 1]);
+  lorabench::bench::parse_flags(argc, argv, "lorabench-kernels-vs-aten [--reps 15]", {{"--reps", nullptr, &g_reps, {}}});
   at::set_num_threads(1);
   std::printf("libtorch %s, 1 thread, best of %d; times in ms (0.5B shapes, 256 tokens)\n\n", TORCH_VERSION, g_reps);
   std::printf("| operation | dtype | ATen replacement | fused (ms) | ATen (ms) | ATen / fused | max rel diff |\n");

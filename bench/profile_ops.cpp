@@ -5,7 +5,7 @@
 // lorabench's own fused kernels; time in no op and no range (data, bookkeeping) is the wall time minus
 // everything the profiler saw.
 //
-//   lorabench-profile-ops [--preset qwen2.5-0.5b] [--dtype bf16] [--steps 3] [--warmup 1] [--top 25]
+//   lorabench-profile-ops [--preset qwen2.5-0.5b] [--dtype bf16|fp32] [--steps 3] [--warmup 1] [--top 25]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <mpi.h>
@@ -13,13 +13,14 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "bench_cli.hpp"
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/data/batch.hpp"
+#include "lorabench/model/shape.hpp"
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/train/step_runner.hpp"
 
@@ -67,16 +68,17 @@ std::string group(const std::string& cat) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
   std::string preset = "qwen2.5-0.5b", dtype = "bf16";
   int steps = 3, warmup = 1, top = 25;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--preset")) preset = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--dtype")) dtype = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--steps")) steps = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--warmup")) warmup = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--top")) top = std::atoi(argv[i + 1]);
-  }
+  bench::parse_flags(argc, argv,
+                     "lorabench-profile-ops [--preset qwen2.5-0.5b] [--dtype bf16|fp32] [--steps 3] [--warmup 1] "
+                     "[--top 25]",
+                     {{"--preset", &preset, nullptr, model::preset_names()},
+                      {"--dtype", &dtype, nullptr, {"bf16", "fp32"}},
+                      {"--steps", nullptr, &steps, {}},
+                      {"--warmup", nullptr, &warmup, {}},
+                      {"--top", nullptr, &top, {}}});
+  MPI_Init(&argc, &argv);
   at::set_num_threads(1);
   model::ModelShape shape = model::preset_shape(preset);
   model::LoraSpec lora = model::make_lora_spec(true, 16, 32, 0, false, {"q", "k", "v", "o", "gate", "up", "down"});

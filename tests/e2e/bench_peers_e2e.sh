@@ -8,7 +8,8 @@
 #             sides fit 2, the sweep line says so and the table gains the tiny-fp32-b2 rows, every side in
 #             fp32 (the frame too) with the fp32 loss tolerance; and the full bf16 CPU table is refused on a
 #             CPU without AVX-512 (benchlib.cpu_bf16_gemm_native on given flags), the fp32 one is not
-#   profiles  lorabench-profile-ops (LORABENCH is then its path) and bench/profile_peer.py (eager, compiled, fp32)
+#   profiles  lorabench-profile-ops (LORABENCH is then its path; a mistyped flag is refused, exit 2) and
+#             bench/profile_peer.py (eager, compiled, fp32)
 #             on the tiny shape: each prints a group table with GEMMs and libtorch's flash attention kernels
 #             (and, compiled, torch.compile's generated kernels), adding up to the step
 set -euo pipefail
@@ -162,6 +163,14 @@ if abs(sum(shares.values()) - 100) > 1.0:
 print(f"{sys.argv[1]}: {shares}")
 PY
     }
+    # A mistyped flag or value is refused before anything is measured (exit 2, naming it), not ignored.
+    for bad in "--stpes 1|unknown argument \"--stpes\"" "--dtype fp16|--dtype takes one of bf16, fp32" \
+               "--steps 0|--steps takes a positive integer" "--preset tiny --top|--top needs a value"; do
+      rc=0; timeout 60 "$lorabench" ${bad%%|*} >"$out.bad" 2>&1 || rc=$?
+      [ "$rc" = 2 ] && grep -qF -- "${bad#*|}" "$out.bad" && ! grep -q "s per step" "$out.bad" ||
+        { cat "$out.bad"; echo "FAIL: lorabench-profile-ops ${bad%%|*}: exit $rc, expected 2 and '${bad#*|}'"; exit 1; }
+    done
+    "$lorabench" --help | grep -q "^usage: lorabench-profile-ops" || { echo "FAIL: --help prints no usage"; exit 1; }
     OMP_NUM_THREADS=1 "$lorabench" --preset tiny --steps 1 --warmup 1 >"$out.ours" 2>"$err" ||
       { cat "$out.ours" "$err"; echo "FAIL: lorabench-profile-ops failed"; exit 1; }
     check_groups "$out.ours"
