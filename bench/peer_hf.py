@@ -66,6 +66,13 @@ def setup_dist(args):
     return rank, world, torch.device("cpu")
 
 
+def pin_core(device):
+    """On a CPU, one core per rank, in order, as lorabench's mpirun --bind-to core places its ranks."""
+    if device.type == "cpu" and hasattr(os, "sched_setaffinity"):
+        cores = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cores[int(os.environ.get("LOCAL_RANK", "0")) % len(cores)]})
+
+
 def build_model(args, device):
     from peft import LoraConfig, get_peft_model
     from transformers import Qwen2ForCausalLM
@@ -108,10 +115,7 @@ def main():
     args = parse_args()
     torch.set_num_threads(args.threads)
     rank, world, device = setup_dist(args)
-    if device.type == "cpu" and hasattr(os, "sched_setaffinity"):
-        # One core per rank, in order, as lorabench's mpirun --bind-to core places its ranks.
-        cores = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cores[int(os.environ.get("LOCAL_RANK", "0")) % len(cores)]})
+    pin_core(device)
     model = build_model(args, device)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)

@@ -7,8 +7,13 @@ hand-written PyTorch model of bench/peer_torch.py.
 
     $(scripts/torch-venv.sh)/bin/python bench/profile_peer.py [--peer hf|torch] [--mode eager|compile]
         [--preset qwen2.5-0.5b] [--precision bf16] [--seq 256] [--steps 2] [--warmup 1]
+    $(scripts/torch-venv.sh)/bin/python -m torch.distributed.run --nproc-per-node 2 bench/profile_peer.py \
+        --dist ddp|fsdp2 [...]
 
-One thread (as the benchmark), CPU. The profiler adds a fixed cost to every op: read the shares.
+One thread per rank (as the benchmark), CPU. The profiler adds a fixed cost to every op: read the shares.
+--dist profiles the hf peer's DDP or FSDP2 (gloo, as scripts/bench.sh runs them) on rank 0: its main
+thread's ops (gloo's own threads move the bytes), with the time it stood waiting for collectives as a
+group of its own.
 """
 import argparse
 import json
@@ -27,6 +32,9 @@ from equal_work import first_sample, synthetic_ids, write_snapshot  # noqa: E402
 SEED = 1234
 GEMM = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear",
         "aten::mkldnn_matmul", "aten::_mkldnn_matmul", "mkldnn::_linear_pointwise", "mkl::_mkl_linear"}
+# What FSDP2 and DDP record around their collectives: the self time of these ranges is the main thread
+# waiting for gloo's threads to finish the transfer (their copies in and out are ATen ops of their own).
+COLLECTIVES = ("FSDP::all_gather", "FSDP::post_backward_reduce", "c10d::", "gloo:", "record_param_comms")
 ATTENTION = {"aten::_scaled_dot_product_flash_attention_for_cpu",
              "aten::_scaled_dot_product_flash_attention_for_cpu_backward"}
 SOFTMAX = {"aten::_softmax", "aten::_log_softmax", "aten::_softmax_backward_data",
@@ -49,6 +57,8 @@ def group(name, in_optimizer):
         return "softmax, log-softmax and loss"
     if name in COPIES:
         return "copies and dtype casts"
+    if name.startswith(COLLECTIVES):
+        return "collectives (waiting for gloo's transfers)"
     if name.startswith("## Call CompiledFxGraph"):  # its self time: the graph's generated C++ kernels
         return "torch.compile's generated kernels"
     return "other ATen ops (elementwise, norms, indexing, autograd)"
@@ -56,25 +66,31 @@ def group(name, in_optimizer):
 
 def hf_step(a):
     import peer_hf
-    snapshot = write_snapshot(a.preset, SEED)
-    args = SimpleNamespace(mode=a.mode, dist="none", lora_r=16, lora_alpha=32, lora_dropout=0.0, model=snapshot,
+    args = SimpleNamespace(mode=a.mode, dist=a.dist, device="cpu", lora_r=16, lora_alpha=32, lora_dropout=0.0,
                            dtype=a.precision)
-    model = peer_hf.build_model(args, torch.device("cpu"))
+    rank, world, device = peer_hf.setup_dist(args)
+    if rank == 0:
+        write_snapshot(a.preset, SEED)
+    if world > 1:
+        torch.distributed.barrier()
+    args.model = write_snapshot(a.preset, SEED)
+    peer_hf.pin_core(device)
+    model = peer_hf.build_model(args, device)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.0)
-    with open(os.path.join(snapshot, "config.json")) as f:
+    with open(os.path.join(args.model, "config.json")) as f:
         vocab = json.load(f)["vocab_size"]
     count = [0]
 
     def step():
-        ids = torch.from_numpy(synthetic_ids(SEED, vocab, a.seq, first_sample(count[0], 0, 1, 1), 1))
+        ids = torch.from_numpy(synthetic_ids(SEED, vocab, a.seq, first_sample(count[0], rank, 1, world), 1))
         count[0] += 1
         loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
         with torch.profiler.record_function("peer::optimizer"):
             opt.step()
             opt.zero_grad(set_to_none=True)
-    return step, f"hf-{a.mode}"
+    return step, f"hf-{a.mode}" + ("" if a.dist == "none" else f"-{a.dist} (rank 0 of {world})"), rank
 
 
 def torch_step(a):
@@ -95,13 +111,15 @@ def torch_step(a):
         with torch.profiler.record_function("peer::optimizer"):
             opt.step()
             opt.zero_grad(set_to_none=True)
-    return step, "hand-written peer_torch"
+    return step, "hand-written peer_torch", 0
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--peer", choices=["hf", "torch"], default="hf")
     ap.add_argument("--mode", choices=["eager", "compile"], default="eager", help="hf only")
+    ap.add_argument("--dist", choices=["none", "ddp", "fsdp2"], default="none",
+                    help="hf only; launched by torch.distributed.run")
     ap.add_argument("--preset", default="qwen2.5-0.5b")
     ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16",
                     help="the model's dtype (scripts/bench.sh --dtype)")
@@ -109,8 +127,13 @@ def main():
     ap.add_argument("--steps", type=int, default=2)
     ap.add_argument("--warmup", type=int, default=1, help="torch.compile compiles here: give it 2")
     a = ap.parse_args()
+    if a.dist != "none" and a.peer != "hf":
+        ap.error("--dist profiles the hf peer only")
+    if a.dist != "none" and int(os.environ.get("WORLD_SIZE", "1")) < 2:
+        ap.error(f"--dist {a.dist} needs 2 or more ranks: launch it with python -m torch.distributed.run "
+                 "--nproc-per-node 2")
     torch.set_num_threads(1)
-    step, name = hf_step(a) if a.peer == "hf" else torch_step(a)
+    step, name, rank = hf_step(a) if a.peer == "hf" else torch_step(a)
 
     for _ in range(a.warmup):
         step()
@@ -120,8 +143,15 @@ def main():
             step()
         wall = (time.perf_counter() - t0) / a.steps
 
-    # Self time of every op, attributed to the optimizer when it runs inside its range.
+    if a.dist != "none":
+        torch.distributed.destroy_process_group()
+    if rank != 0:
+        return
+    # Self time of every op of the thread that runs the step (not gloo's), attributed to the optimizer when
+    # it runs inside its range.
     events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU]
+    main_thread = next(e.thread for e in events if e.name == "peer::optimizer")
+    events = [e for e in events if e.thread == main_thread]
     opt_ranges = [(e.time_range.start, e.time_range.end) for e in events if e.name == "peer::optimizer"]
     groups, total = {}, 0.0
     for e in events:
