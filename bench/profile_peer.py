@@ -12,8 +12,8 @@ hand-written PyTorch model of bench/peer_torch.py.
 
 One thread per rank (as the benchmark), CPU. The profiler adds a fixed cost to every op: read the shares.
 --dist profiles the hf peer's DDP or FSDP2 (gloo, as scripts/bench.sh runs them) on rank 0: its main
-thread's ops (gloo's own threads move the bytes), with the time it stood waiting for collectives as a
-group of its own.
+thread's ops (gloo's own threads move the bytes), with the time it stood waiting for FSDP2's collectives
+as a group of its own (DDP's reducer waits outside any recorded range: that wait is in "outside ops").
 """
 import argparse
 import json
