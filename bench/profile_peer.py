@@ -7,7 +7,7 @@ hand-written PyTorch model of bench/peer_torch.py.
 
     $(scripts/torch-venv.sh)/bin/python bench/profile_peer.py [--peer hf|torch] [--mode eager|compile]
         [--preset qwen2.5-0.5b] [--precision bf16] [--seq 256] [--steps 2] [--warmup 1]
-    $(scripts/torch-venv.sh)/bin/python -m torch.distributed.run --nproc-per-node 2 bench/profile_peer.py \
+    $(scripts/torch-venv.sh)/bin/python -m torch.distributed.run --standalone --nproc-per-node 2 bench/profile_peer.py \
         --dist ddp|fsdp2 [...]
 
 One thread per rank (as the benchmark), CPU. The profiler adds a fixed cost to every op: read the shares.
@@ -130,7 +130,7 @@ def main():
     if a.dist != "none" and a.peer != "hf":
         ap.error("--dist profiles the hf peer only")
     if a.dist != "none" and int(os.environ.get("WORLD_SIZE", "1")) < 2:
-        ap.error(f"--dist {a.dist} needs 2 or more ranks: launch it with python -m torch.distributed.run "
+        ap.error(f"--dist {a.dist} needs 2 or more ranks: launch it with python -m torch.distributed.run --standalone "
                  "--nproc-per-node 2")
     torch.set_num_threads(1)
     step, name, rank = hf_step(a) if a.peer == "hf" else torch_step(a)

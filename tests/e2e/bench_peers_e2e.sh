@@ -190,7 +190,7 @@ PY
     rc=0; "$py" "$src/bench/profile_peer.py" --preset tiny --dist fsdp2 >"$out.bad" 2>&1 || rc=$?
     [ "$rc" = 2 ] && grep -q -- "--dist fsdp2 needs 2 or more ranks" "$out.bad" ||
       { cat "$out.bad"; echo "FAIL: profile_peer.py --dist fsdp2 on one process: exit $rc, expected 2"; exit 1; }
-    OMP_NUM_THREADS=1 "$py" -m torch.distributed.run --nproc-per-node 2 "$src/bench/profile_peer.py" --preset tiny \
+    OMP_NUM_THREADS=1 "$py" -m torch.distributed.run --standalone --nproc-per-node 2 "$src/bench/profile_peer.py" --preset tiny \
       --precision fp32 --dist fsdp2 --steps 1 --warmup 1 >"$out.fsdp2" 2>"$err" ||
       { cat "$out.fsdp2" "$err"; echo "FAIL: profile_peer.py --dist fsdp2 failed"; exit 1; }
     grep -q "^hf-eager-fsdp2 (rank 0 of 2) tiny fp32, seq 256:" "$out.fsdp2" ||
