@@ -345,6 +345,12 @@ run() {
   step single_small_bf16 bash -c "cd '$work' && '$lb' '$here/inputs/tiny.ini' --set model.preset=small --set run.steps=20 \
     --set model.dtype=bf16 --set data.seq_len=512 --set train.micro_batch=8 --set parallel.device=cuda \
     --set profile.peak_gflops=0 --set run.predict=true --set run.name=single-small-bf16"
+  # The same with the memory-efficient attention kernel instead of FlashAttention-2 (model.cuda_attention):
+  # the summary's step times compare the two.
+  step single_small_bf16_efficient bash -c "cd '$work' && '$lb' '$here/inputs/tiny.ini' --set model.preset=small \
+    --set run.steps=20 --set model.dtype=bf16 --set data.seq_len=512 --set train.micro_batch=8 \
+    --set parallel.device=cuda --set model.cuda_attention=efficient --set profile.peak_gflops=0 \
+    --set run.predict=false --set run.name=single-small-bf16-efficient"
   # The planner on the GPU (docs/plan.md): one process (no bandwidth), and 2 ranks sharing the GPU through
   # the staged MPI backend (bandwidth measured on device buffers).
   step plan_gpu "$lb" plan "$here/inputs/tiny.ini" --set model.preset=small --set model.dtype=bf16 \

@@ -17,6 +17,7 @@
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/device/device.hpp"
 #include "lorabench/metrics/memory.hpp"
+#include "lorabench/model/qwen2.hpp"
 #include "lorabench/train/control.hpp"
 #include "lorabench/train/plan.hpp"
 
@@ -76,6 +77,9 @@ int plan_main(MpiSession& mpi, int argc, char** argv) {
   RunConfig cfg = read_run_config(mpi, input, sets);
   at::set_num_threads(cfg.parallel.threads_per_rank);
   metrics::install_memory_counter();
+  // The probe runs the kernels the run would.
+  model::set_fused_cpu_kernels(cfg.model.fused_kernels);
+  model::set_cuda_attention(model::parse_cuda_attention(cfg.model.cuda_attention));
 
   train::PlanOptions o;
   o.worlds = worlds.empty() ? std::vector<int>{1, 2, 4} : parse_worlds(worlds);

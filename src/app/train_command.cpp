@@ -188,6 +188,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   metrics::install_memory_counter();
   set_threads(cfg.parallel.threads_per_rank);
   model::set_fused_cpu_kernels(cfg.model.fused_kernels);
+  model::set_cuda_attention(model::parse_cuda_attention(cfg.model.cuda_attention));
 
   comm::Topology topo = comm::discover_topology(mpi.world(), cfg.parallel.emulate_nodes, 0);
   std::unique_ptr<device::Device> gpu;

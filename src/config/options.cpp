@@ -176,6 +176,12 @@ std::vector<OptionSpec> build_table() {
                        "lorabench's fused kernels for RMSNorm's forward, RoPE, SwiGLU and the head's softmax (CPU "
                        "kernels on the CPU, CUDA kernels on a GPU); false = the device-generic ATen compositions "
                        "(to compare the two)"));
+  t.push_back(enum_opt("model.cuda_attention", &RC::model, &ModelSection::cuda_attention,
+                       {"auto", "flash", "efficient"}, "auto",
+                       "attention kernel on a GPU: flash = FlashAttention-2 (bf16 only; key/value heads as they "
+                       "are), efficient = the memory-efficient kernel (fp32 and bf16; key/value heads repeated to "
+                       "the query heads), auto = flash for bf16, efficient for fp32. The CPU runs libtorch's CPU "
+                       "flash kernel whatever this says"));
 
   // [lora]
   t.push_back(bool_opt("lora.enabled", &RC::lora, &LoraSection::enabled, true,
@@ -516,6 +522,9 @@ void validate_run_config(const RunConfig& c, const ValidationContext& ctx) {
   if (p.emulate_nodes > ctx.world_size)
     add("parallel.emulate_nodes", "cannot split " + std::to_string(ctx.world_size) + " ranks into " +
                                       std::to_string(p.emulate_nodes) + " nodes");
+  if (c.model.cuda_attention == "flash" && c.model.dtype == "fp32")
+    add("model.cuda_attention", "flash (FlashAttention-2) has no fp32 kernel; with model.dtype = fp32 use auto or "
+                                "efficient, or set model.dtype = bf16");
   if (!c.model.fused_head && p.strategy == "fsdp")
     add("model.fused_head", "the unfused reference head needs the whole head on one rank; fsdp shards it "
                             "(compare the paths with single or ddp)");

@@ -6,10 +6,24 @@
 #include <string>
 
 #include "lorabench/core/error.hpp"
+#include "lorabench/model/qwen2.hpp"
 
 namespace lorabench::model {
 
 namespace {
+
+CudaAttention g_cuda_attention = CudaAttention::kAuto;
+
+// Whether CUDA tensors of this dtype go to FlashAttention-2 (else the memory-efficient kernel).
+bool use_flash(at::ScalarType dt) {
+  if (g_cuda_attention == CudaAttention::kEfficient) return false;
+  if (dt == at::kFloat) {
+    LB_CHECK(g_cuda_attention == CudaAttention::kAuto,
+             "attention: model.cuda_attention = flash has no fp32 kernel (FlashAttention-2 takes bf16)");
+    return false;
+  }
+  return true;
+}
 
 struct Heads {
   at::Tensor q, k, v;  // (B, heads, T, d) views of the token-major qkv rows
@@ -20,7 +34,7 @@ Heads split(const at::Tensor& qkv, int64_t B, int64_t T, int64_t H, int64_t K, i
   return {x.narrow(2, 0, H).transpose(1, 2), x.narrow(2, H, K).transpose(1, 2), x.narrow(2, H + K, K).transpose(1, 2)};
 }
 
-// GQA on CUDA: the memory-efficient kernel takes as many key/value heads as query heads.
+// GQA with the memory-efficient kernel: it takes as many key/value heads as query heads.
 at::Tensor expand_kv(const at::Tensor& t, int64_t H, int64_t K) { return H == K ? t : t.repeat_interleave(H / K, 1); }
 // ... and its gradients are summed back over each group of H / K query heads.
 at::Tensor fold_kv(const at::Tensor& g, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d) {
@@ -38,6 +52,15 @@ at::Tensor attention_forward(const at::Tensor& qkv, int64_t B, int64_t T, int64_
   require_supported(qkv);
   const Heads h = split(qkv, B, T, H, K, d);
   const double scale = 1.0 / std::sqrt(double(d));
+  if (qkv.is_cuda() && use_flash(qkv.scalar_type())) {
+    // FlashAttention-2 (bf16 on sm_80+): the K key/value heads as they are; lse (B, H, T). No dropout: the
+    // philox seed and offset it returns are not read by its backward.
+    auto res = at::_scaled_dot_product_flash_attention(h.q, h.k, h.v, 0.0, /*is_causal=*/true,
+                                                       /*return_debug_mask=*/false, scale);
+    *lse = std::get<1>(res);
+    // The output is (B, H, T, d) over token-major storage, as on the CPU.
+    return std::get<0>(res).transpose(1, 2).reshape({B * T, H * d});
+  }
   if (qkv.is_cuda()) {
     // The memory-efficient kernel (fp32 and bf16 on sm_80+); lse comes back padded per head, kept as it is
     // for the backward. No dropout: the philox seed and offset it returns are unused.
@@ -57,6 +80,16 @@ at::Tensor attention_backward(const at::Tensor& dout, const at::Tensor& qkv, con
                               const at::Tensor& lse, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d) {
   require_supported(qkv);
   auto as_heads = [&](const at::Tensor& t) { return t.reshape({B, T, H, d}).transpose(1, 2); };
+  if (qkv.is_cuda() && use_flash(qkv.scalar_type())) {
+    // Dense (no cumulative sequence lengths), no dropout (the philox seed and offset are not read).
+    const Heads h = split(qkv, B, T, H, K, d);
+    const at::Tensor none = at::empty({}, at::kLong);
+    auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_backward(
+        as_heads(dout), h.q, h.k, h.v, as_heads(out), lse, at::Tensor(), at::Tensor(), T, T, 0.0,
+        /*is_causal=*/true, none, none, 1.0 / std::sqrt(double(d)));
+    // dk and dv have the K key/value heads, each summed over its group by the kernel.
+    return at::cat({dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)}, 2).reshape({B * T, (H + 2 * K) * d});
+  }
   if (qkv.is_cuda()) {
     const Heads h = split(qkv, B, T, H, K, d);
     const at::Tensor none = at::empty({}, at::kLong);
@@ -81,6 +114,15 @@ at::Tensor attention_backward(const at::Tensor& dout, const at::Tensor& qkv, con
   return at::cat({dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)}, 2)
       .view({B * T, (H + 2 * K) * d})
       .to(qkv.scalar_type());
+}
+
+void set_cuda_attention(CudaAttention kernel) { g_cuda_attention = kernel; }
+CudaAttention cuda_attention() { return g_cuda_attention; }
+CudaAttention parse_cuda_attention(const std::string& name) {
+  if (name == "auto") return CudaAttention::kAuto;
+  if (name == "flash") return CudaAttention::kFlash;
+  if (name == "efficient") return CudaAttention::kEfficient;
+  throw Error("model.cuda_attention: unknown kernel \"" + name + "\" (expected auto, flash or efficient)");
 }
 
 }  // namespace lorabench::model

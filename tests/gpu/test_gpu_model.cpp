@@ -1,7 +1,8 @@
 // The model, its metrics and the staging communicator on a real GPU (label gpu; Skipped without one):
 //   - training on CUDA follows the CPU reference of the same seed (LoRA dropout on: the masks are drawn on
 //     the CPU and copied, so both runs drop the same activations): fp32 losses and weights within 1e-4,
-//     bf16 within 2e-2;
+//     bf16 within 2e-2 (with FlashAttention-2 and with the memory-efficient kernel);
+//   - each CUDA attention kernel against libtorch's CPU kernel;
 //   - the CUDA caching allocator's statistics (current, peak, window peak, reserved), readable before any CUDA
 //     tensor exists, and the event timer;
 //   - every collective through MPI with device buffers staged via pinned host memory, ranks sharing GPU 0.
@@ -11,14 +12,17 @@
 
 #include <cmath>
 
+#include "../../src/model/attention.hpp"
 #include "../../src/model/cuda_kernels.hpp"
 #include "../../src/model/kernels.hpp"
 #include "../mpi/comm_test_util.hpp"
 #include "../mpi/state_compare.hpp"
 #include "lorabench/comm/mpi_communicator.hpp"
+#include "lorabench/core/error.hpp"
 #include "lorabench/data/batch.hpp"
 #include "lorabench/device/device.hpp"
 #include "lorabench/device/torch_device.hpp"
+#include "lorabench/model/qwen2.hpp"
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/train/step_runner.hpp"
 
@@ -83,9 +87,55 @@ TEST(GpuModel, Fp32TrainingFollowsTheCpuReference) {
 
 TEST(GpuModel, Bf16TrainingFollowsTheCpuReference) {
   const Trained cpu = train_single(device::cpu_device(), at::kBFloat16, 4);
-  const Trained cuda = train_single(gpu(), at::kBFloat16, 4);
-  for (size_t i = 0; i < cpu.loss.size(); ++i) EXPECT_NEAR(cuda.loss[i], cpu.loss[i], 2e-2) << "step " << i;
-  EXPECT_LE(lbtest::norm_rel(cuda.params, cpu.params), 2e-2);
+  // With each attention kernel a GPU can run in bf16 (model.cuda_attention; auto is flash).
+  for (model::CudaAttention kernel : {model::CudaAttention::kFlash, model::CudaAttention::kEfficient}) {
+    model::set_cuda_attention(kernel);
+    const Trained cuda = train_single(gpu(), at::kBFloat16, 4);
+    const char* name = kernel == model::CudaAttention::kFlash ? "flash" : "efficient";
+    for (size_t i = 0; i < cpu.loss.size(); ++i)
+      EXPECT_NEAR(cuda.loss[i], cpu.loss[i], 2e-2) << name << ", step " << i;
+    EXPECT_LE(lbtest::norm_rel(cuda.params, cpu.params), 2e-2) << name;
+  }
+  model::set_cuda_attention(model::CudaAttention::kAuto);
+}
+
+// Each CUDA attention kernel against libtorch's CPU kernel in fp32 on the same q|k|v rows, with grouped
+// key/value heads (H = 4 query heads on K = 2) and a length that is no multiple of a kernel's tile: the
+// output and d(qkv) within 1e-4 (fp32) or 2e-2 (bf16) of the largest value.
+TEST(GpuAttention, EachKernelMatchesTheCpuKernel) {
+  const int64_t B = 2, T = 37, H = 4, K = 2, d = 64;
+  at::manual_seed(11);
+  const at::Tensor qkv = at::randn({B * T, (H + 2 * K) * d}), dout = at::randn({B * T, H * d});
+  at::Tensor lse;
+  const at::Tensor out = model::attention_forward(qkv, B, T, H, K, d, &lse);
+  const at::Tensor dqkv = model::attention_backward(dout, qkv, out, lse, B, T, H, K, d);
+  const auto dev = device::torch_device(gpu());
+  struct Case {
+    model::CudaAttention kernel;
+    at::ScalarType dt;
+    const char* name;
+  };
+  for (const Case& c : {Case{model::CudaAttention::kAuto, at::kFloat, "auto fp32 (efficient)"},
+                        Case{model::CudaAttention::kEfficient, at::kFloat, "efficient fp32"},
+                        Case{model::CudaAttention::kAuto, at::kBFloat16, "auto bf16 (flash)"},
+                        Case{model::CudaAttention::kFlash, at::kBFloat16, "flash bf16"},
+                        Case{model::CudaAttention::kEfficient, at::kBFloat16, "efficient bf16"}}) {
+    model::set_cuda_attention(c.kernel);
+    const at::Tensor g_qkv = qkv.to(dev, c.dt), g_dout = dout.to(dev, c.dt);
+    at::Tensor g_lse;
+    const at::Tensor g_out = model::attention_forward(g_qkv, B, T, H, K, d, &g_lse);
+    const at::Tensor g_dqkv = model::attention_backward(g_dout, g_qkv, g_out, g_lse, B, T, H, K, d);
+    const double tol = c.dt == at::kFloat ? 1e-4 : 2e-2;
+    auto rel = [](const at::Tensor& a, const at::Tensor& b) {
+      return (a.to(at::kCPU, at::kFloat) - b).abs().max().item<double>() / b.abs().max().item<double>();
+    };
+    EXPECT_LE(rel(g_out, out), tol) << c.name << ": output";
+    EXPECT_LE(rel(g_dqkv, dqkv), tol) << c.name << ": d(qkv)";
+  }
+  // FlashAttention-2 has no fp32 kernel: asked for, it is refused, not replaced.
+  model::set_cuda_attention(model::CudaAttention::kFlash);
+  EXPECT_THROW(model::attention_forward(qkv.to(dev), B, T, H, K, d, &lse), Error);
+  model::set_cuda_attention(model::CudaAttention::kAuto);
 }
 
 // lorabench's CUDA kernels (model.fused_kernels = true) against the device-generic ATen compositions

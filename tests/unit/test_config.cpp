@@ -122,6 +122,25 @@ TEST(Config, ValidationNamesKeyAndWhere) {
   EXPECT_NE(e.find("data.path"), std::string::npos) << e;  // every problem in one message
 }
 
+TEST(Config, CudaAttentionKernel) {
+  // model.cuda_attention: auto by default; flash has no fp32 kernel, refused naming the key and its line.
+  RunConfig c = lorabench::default_run_config();
+  EXPECT_EQ(c.model.cuda_attention, "auto");
+  EXPECT_NE(parse_error("[model]\ncuda_attention = flash2\n").find("x.ini:2: model.cuda_attention"),
+            std::string::npos);
+  c = parse_run_config("m.ini", "[model]\ndtype = fp32\ncuda_attention = flash\n", {});
+  const std::string e = validate_error(c, 1);
+  EXPECT_NE(e.find("m.ini:3: model.cuda_attention: flash (FlashAttention-2) has no fp32 kernel"), std::string::npos)
+      << e;
+  for (const char* ok : {"[model]\ndtype = bf16\ncuda_attention = flash\n",
+                         "[model]\ndtype = fp32\ncuda_attention = efficient\n",
+                         "[model]\ndtype = fp32\ncuda_attention = auto\n"}) {
+    c = parse_run_config("m.ini", ok, {});
+    EXPECT_NO_THROW(validate_run_config(c, ValidationContext{1, false, false})) << ok;
+  }
+  EXPECT_EQ(parse_run_config("m.ini", "", {"model.cuda_attention=efficient"}).model.cuda_attention, "efficient");
+}
+
 TEST(Config, BottleneckFaultKeys) {
   // Values out of range name the file, the line and the key.
   std::string e = parse_error("[fault]\nslow_factor = 0.5\ndata_delay_ms = -1\ncomm_delay_ms = soon\nslow_rank = -2\n");

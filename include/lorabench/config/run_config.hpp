@@ -33,6 +33,7 @@ struct ModelSection {
   bool activation_checkpointing = false;  // recompute each decoder layer in backward
   bool fused_head = true;  // false: the unfused reference LM head + loss (numerics checks)
   bool fused_kernels = true;  // false: the device-generic ATen path on CPU too (what a GPU runs)
+  std::string cuda_attention;  // auto | flash | efficient: the attention kernel on a GPU
 };
 
 struct LoraSection {

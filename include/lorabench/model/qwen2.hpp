@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "lorabench/model/layout.hpp"
@@ -108,6 +109,15 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
 // with false, the device-generic ATen compositions on either (model.fused_kernels; process-wide).
 void set_fused_cpu_kernels(bool enabled);
 bool fused_cpu_kernels();
+
+// The attention kernel of CUDA tensors (model.cuda_attention; process-wide; the CPU always runs libtorch's
+// CPU flash kernel): kAuto = FlashAttention-2 for bf16, the memory-efficient kernel for fp32 (which
+// FlashAttention has no kernel for); kFlash asks for FlashAttention-2 (bf16 only); kEfficient for the
+// memory-efficient kernel in either dtype.
+enum class CudaAttention { kAuto, kFlash, kEfficient };
+void set_cuda_attention(CudaAttention kernel);
+CudaAttention cuda_attention();
+CudaAttention parse_cuda_attention(const std::string& name);  // auto | flash | efficient
 
 at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);
 // Returns dx; accumulates dw into dw_acc (fp32) when defined.
