@@ -297,6 +297,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
         prov.emplace_back("papi_scope", "the host thread of each rank (launches, staging copies), not the GPU's kernels");
       prov.emplace_back("device_choice", choice.reason);
       prov.emplace_back("backend", choice.backend);
+      prov.emplace_back("attention_kernel", model::attention_kernel(dev.is_cuda(), cfg.model.dtype == "bf16"));
       if (!resume.path.empty()) {
         prov.emplace_back("resumed_from", resume.path);
         prov.emplace_back("resumed_at_step", std::to_string(resume.step));

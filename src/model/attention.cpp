@@ -118,6 +118,10 @@ at::Tensor attention_backward(const at::Tensor& dout, const at::Tensor& qkv, con
 
 void set_cuda_attention(CudaAttention kernel) { g_cuda_attention = kernel; }
 CudaAttention cuda_attention() { return g_cuda_attention; }
+std::string attention_kernel(bool cuda, bool bf16) {
+  if (!cuda) return "cpu_flash";
+  return use_flash(bf16 ? at::kBFloat16 : at::kFloat) ? "flash" : "efficient";
+}
 CudaAttention parse_cuda_attention(const std::string& name) {
   if (name == "auto") return CudaAttention::kAuto;
   if (name == "flash") return CudaAttention::kFlash;

@@ -21,6 +21,10 @@ for dtype in fp32 bf16; do
     { cat "$work/$dtype.log" >&2; echo "FAIL: the $dtype run failed" >&2; exit 1; }
   grep -q "device cuda:" "$work/$dtype.log" || { cat "$work/$dtype.log" >&2; echo "FAIL: no CUDA device in the log" >&2; exit 1; }
   "$check" gpu-run "outputs/gpu-$dtype/run.h5" 1 20
+  # model.cuda_attention = auto: FlashAttention-2 in bf16, the memory-efficient kernel in fp32.
+  kernel=efficient; [[ $dtype == bf16 ]] && kernel=flash
+  got=$(h5dump -a /provenance/attention_kernel "outputs/gpu-$dtype/run.h5" | sed -n 's/^ *(0): //p' | tr -d '"')
+  [[ $got == "$kernel" ]] || { echo "FAIL: $dtype: provenance attention_kernel '$got', expected $kernel" >&2; exit 1; }
 done
 if "$lb" "$src/inputs/tiny.ini" --set parallel.device=cuda --set data.seq_len=1048576 --set train.micro_batch=64 \
     --set run.name=gpu-too-large >"$work/large.log" 2>&1; then

@@ -118,6 +118,9 @@ enum class CudaAttention { kAuto, kFlash, kEfficient };
 void set_cuda_attention(CudaAttention kernel);
 CudaAttention cuda_attention();
 CudaAttention parse_cuda_attention(const std::string& name);  // auto | flash | efficient
+// The attention kernel a model of this dtype runs, for the run file: "flash" or "efficient" on a GPU (after
+// set_cuda_attention), "cpu_flash" (libtorch's CPU flash kernel) on the CPU.
+std::string attention_kernel(bool cuda, bool bf16);
 
 at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);
 // Returns dx; accumulates dw into dw_acc (fp32) when defined.
