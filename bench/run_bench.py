@@ -102,13 +102,33 @@ def measure_isolated(cmd, env, check=True):
     return r["out"], r["err"], r["rss"]
 
 
-def lorabench_cmd(args, w, snapshot, frame, run, extra=None):
-    sets = {"run.output_dir": args.run_dir, "run.name": run, "model.path": snapshot, "model.dtype": args.dtype,
+def lorabench_sets(args, w, snapshot, frame, run):
+    """The keys the benchmark sets on lorabench's side (the workload, equal to the peers')."""
+    return {"run.output_dir": getattr(args, "run_dir", ""), "run.name": run, "model.path": snapshot, "model.dtype": args.dtype,
             "parallel.strategy": w.strategy, "run.steps": args.steps + args.warmup, "run.warmup_steps": args.warmup,
             "run.seed": SEED, "lora.r": LORA_R, "lora.alpha": LORA_ALPHA, "data.seq_len": w.seq, "train.micro_batch": w.batch, "run.quiet": "true",
             "profile.peak_gflops": frame / 1e9, "parallel.device": args.device,
             # no planner probe before the steps: not part of the step, and a peer does nothing like it
-            "run.predict": "false", **(extra or {})}
+            "run.predict": "false"}
+
+
+def extra_lorabench_sets(args, w):
+    """--lorabench-set KEY=VALUE, in order: keys beyond the benchmark's own (which define the equal work)."""
+    own = lorabench_sets(args, w, "", 0.0, "")
+    extra = {}
+    for item in args.lorabench_set:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise SystemExit(f"bench: --lorabench-set {item!r}: expected KEY=VALUE (e.g. model.cuda_attention=efficient)")
+        if key in own:
+            raise SystemExit(f"bench: --lorabench-set {key}: the benchmark sets {key} itself (the workload both "
+                             "sides run); only other keys can be given")
+        extra[key] = value
+    return extra
+
+
+def lorabench_cmd(args, w, snapshot, frame, run, extra=None):
+    sets = {**lorabench_sets(args, w, snapshot, frame, run), **extra_lorabench_sets(args, w), **(extra or {})}
     cmd = mpirun(w.ranks, args.device) + [args.lorabench, os.path.join(ROOT, "inputs", "bench.ini")]
     for k, v in sets.items():
         cmd += ["--set", f"{k}={v}"]
@@ -125,7 +145,8 @@ def run_lorabench(args, w, snapshot, frame, tag, env):
     step = s["step_time_median_s"]
     tokens = int(s["global_batch_size"]) * int(s["seq_len"])
     return Run("lorabench", step, tokens / step, mem, s["loss_first"], s["flops_per_step"],
-               {"loss_last": s["loss_last"], "dtype": summary(path, "/config")["model.dtype"]})
+               {"loss_last": s["loss_last"], "dtype": summary(path, "/config")["model.dtype"],
+                "attention_kernel": summary(path, "/provenance").get("attention_kernel", "not recorded")})
 
 
 def peer_cmd(args, w, mode, snapshot, port):
@@ -392,6 +413,12 @@ def render(args, facts, results, frames, sweeps):
             f"spread {100 * (max(fs) - min(fs)) / max(fs):.1f}% of the best): {fr[0]['how']}")
     add("- LoRA-MFU = the LoRA FLOPs per step of docs/metrics.md (lorabench's record of them checked) / step time "
         "/ (frame x ranks), the same FLOPs for every side")
+    kernels = sorted({x.extra.get("attention_kernel", "") for _, runs in results for x in runs.get("lorabench", [])})
+    if kernels:
+        add(f"- lorabench's attention kernel (its run files' /provenance/attention_kernel): {', '.join(kernels)}")
+    if args.lorabench_set:
+        add("- lorabench ran with these keys beyond the benchmark's (--lorabench-set): "
+            + ", ".join(f"`{x}`" for x in args.lorabench_set))
     for name, found in sweeps.items():
         add(f"- {name}, the largest micro-batch each side fits (doubling, 1 warm-up + 1 step per try): "
             + "; ".join(f"{side if side == 'lorabench' else 'hf-' + side} {b} ({why})"
@@ -430,6 +457,9 @@ def main():
                          "fit), then also run the table at the largest one every side fits")
     ap.add_argument("--sweep-max", type=int, default=256, help="the largest micro-batch --sweep-batch tries")
     ap.add_argument("--peers-only", action="store_true", help="only the peers (no lorabench side)")
+    ap.add_argument("--lorabench-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="another lorabench key for its side (repeatable; e.g. model.cuda_attention=efficient), "
+                         "named in the table; not one the benchmark sets itself")
     ap.add_argument("--out", default=None, help="also write the Markdown table here")
     ap.add_argument("--json", default=None, help="also write the raw results here")
     ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16",
@@ -456,6 +486,8 @@ def main():
             raise SystemExit(f"bench: unknown workload(s) {sorted(unknown)} for {args.device} in {args.dtype} "
                              f"(known: {[w.name for w in table]})")
         table = [w for w in table if w.name in args.only]
+    for w in table:
+        extra_lorabench_sets(args, w)  # a bad --lorabench-set stops here, before anything is measured
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore::FutureWarning")
     facts = machine_facts(args, env)

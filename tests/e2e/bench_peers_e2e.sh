@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # bench_peers_e2e.sh CASE PYTHON LORABENCH SOURCE_DIR WORK_DIR (tests/e2e/bench_peers.cmake)
-#   valid     scripts/bench.sh --quick must pass the step-0 loss check and print both sides' rows and the host
-#             noise before and after (bench/host_noise.py, which refuses a measurement of 0 s)
-#   mismatch  the same with the peer on another seed's tokens must fail with INVALID
+#   valid     scripts/bench.sh --quick must pass the step-0 loss check and print both sides' rows, the host
+#             noise before and after (bench/host_noise.py, which refuses a measurement of 0 s), lorabench's
+#             attention kernel and the --lorabench-set keys
+#   mismatch  the same with the peer on another seed's tokens must fail with INVALID; --lorabench-set refuses a
+#             key the benchmark sets and passes the others to lorabench
 #   sweep     run_bench's "does not fit" classifier on the real messages (lorabench's refusal, ATen's allocator)
 #             and on a failure that is not memory; then --quick --sweep-batch --sweep-max 2 --dtype fp32: both
 #             sides fit 2, the sweep line says so and the table gains the tiny-fp32-b2 rows, every side in
@@ -20,7 +22,13 @@ out="$work/$case_name.out" err="$work/$case_name.err"
 cmd=("$py" "$src/bench/run_bench.py" --lorabench "$lorabench" --quick --device cpu)
 case "$case_name" in
   valid)
-    "${cmd[@]}" --json "$work/valid.json" >"$out" 2>"$err" || { cat "$out" "$err"; echo "FAIL: the quick benchmark failed"; exit 1; }
+    "${cmd[@]}" --json "$work/valid.json" --lorabench-set model.fused_head=true >"$out" 2>"$err" ||
+      { cat "$out" "$err"; echo "FAIL: the quick benchmark failed"; exit 1; }
+    # The table names lorabench's attention kernel (from its run files) and any key given beyond the benchmark's.
+    grep -qF -- "- lorabench's attention kernel (its run files' /provenance/attention_kernel): cpu_flash" "$out" ||
+      { cat "$out"; echo "FAIL: no attention kernel line"; exit 1; }
+    grep -qF -- "- lorabench ran with these keys beyond the benchmark's (--lorabench-set): \`model.fused_head=true\`" "$out" ||
+      { cat "$out"; echo "FAIL: the --lorabench-set key is not named in the table"; exit 1; }
     # --json (rewritten after every run, so that a cut-off benchmark keeps its finished runs) ends complete.
     "$py" - "$work/valid.json" <<'PY'
 import json, sys
@@ -64,6 +72,16 @@ PY
     fi
     grep -q "INVALID: tiny-bf16: hf-eager step-0 loss" "$err" ||
       { cat "$out" "$err"; echo "FAIL: not the equal-work check"; exit 1; }
+    # --lorabench-set: a key that defines the workload, or no KEY=VALUE, is refused before anything runs; a
+    # value lorabench refuses stops the benchmark with lorabench's message (the key reaches its command line).
+    for bad in "model.dtype=fp32|the benchmark sets model.dtype itself" "model.cuda_attention|expected KEY=VALUE"; do
+      rc=0; "${cmd[@]}" --lorabench-set "${bad%%|*}" >"$out.set" 2>&1 || rc=$?
+      [[ $rc != 0 ]] && grep -qF -- "${bad#*|}" "$out.set" && ! grep -q "round 0" "$out.set" ||
+        { cat "$out.set"; echo "FAIL: --lorabench-set ${bad%%|*}: exit $rc, expected a refusal '${bad#*|}'"; exit 1; }
+    done
+    rc=0; "${cmd[@]}" --lorabench-set model.cuda_attention=flash3 >"$out.set" 2>&1 || rc=$?
+    [[ $rc != 0 ]] && grep -q "model.cuda_attention" "$out.set" && grep -q -- "--set model.cuda_attention=flash3" "$out.set" ||
+      { cat "$out.set"; echo "FAIL: --lorabench-set model.cuda_attention=flash3 did not reach lorabench (exit $rc)"; exit 1; }
     ;;
   sweep)
     "$lorabench" "$src/inputs/tiny.ini" --set data.seq_len=1048576 --set train.micro_batch=64 \
