@@ -5,7 +5,12 @@
 // lorabench's own fused kernels; time in no op and no range (data, bookkeeping) is the wall time minus
 // everything the profiler saw.
 //
-//   lorabench-profile-ops [--preset qwen2.5-0.5b] [--dtype bf16|fp32] [--steps 3] [--warmup 1] [--top 25]
+// --device cuda profiles the step on GPU 0 (the GPU benchmark's workload with --seq 2048 --batch 8): every
+// op and range then records CUDA events on the compute stream, and its time is the GPU's between them (the
+// kernels it queued, while the GPU is kept busy), not the host's time to launch them.
+//
+//   lorabench-profile-ops [--preset qwen2.5-0.5b] [--dtype bf16|fp32] [--device cpu|cuda] [--seq 256]
+//                         [--batch 1] [--steps 3] [--warmup 1] [--top 25]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <mpi.h>
@@ -20,6 +25,7 @@
 #include "bench_cli.hpp"
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/data/batch.hpp"
+#include "lorabench/device/device.hpp"
 #include "lorabench/model/shape.hpp"
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/train/step_runner.hpp"
@@ -34,11 +40,18 @@ bool is_gemm(const std::string& op) {
          op == "aten::matmul" || op == "aten::mkldnn_matmul" || op == "aten::_mkldnn_matmul";
 }
 
+// libtorch's fused attention (the CPU's flash kernel; on a GPU FlashAttention-2 or the memory-efficient
+// kernel, whose work is in the inner _flash_attention_* / _efficient_attention_* ops).
+bool is_fused_attention(const std::string& op) {
+  return op.rfind("aten::_scaled_dot_product", 0) == 0 || op.rfind("aten::_flash_attention", 0) == 0 ||
+         op.rfind("aten::_efficient_attention", 0) == 0;
+}
+
 std::string category(const std::string& op, const std::string& scope) {
   if (scope == "lb::head_loss") return is_gemm(op) ? "head + loss: GEMMs" : "head + loss: softmax, exp, gather";
   if (scope == "lb::optimizer") return "optimizer (AdamW)";
   if (is_gemm(op)) return scope == "lb::attention" ? "attention: QK^T and PV GEMMs" : "projection GEMMs (base + LoRA)";
-  if (op.rfind("aten::_scaled_dot_product", 0) == 0) return "attention: libtorch's flash kernels";
+  if (is_fused_attention(op)) return "attention: libtorch's fused kernels";
   if (scope == "lb::attention") return "attention: other ATen ops (casts, layout copies)";
   if (scope == "lb::norm") return "RMSNorm";
   if (scope == "lb::swiglu") return "SwiGLU (silu, multiply, casts)";
@@ -60,7 +73,7 @@ std::string kernel_category(const std::string& scope) {
 std::string group(const std::string& cat) {
   if (cat.find("GEMMs") != std::string::npos) return "GEMMs";
   if (cat.rfind("outside", 0) == 0 || cat.rfind("optimizer", 0) == 0) return "optimizer, data and bookkeeping";
-  if (cat.find("flash kernels") != std::string::npos) return "attention (libtorch's flash kernels)";
+  if (cat.rfind("attention: libtorch's", 0) == 0) return "attention (libtorch's fused kernels)";
   if (cat.find("fused") != std::string::npos) return "fused kernels (norm, SwiGLU, RoPE, softmax)";
   return "other ATen ops (copies, casts, adds, indexing)";
 }
@@ -68,35 +81,49 @@ std::string group(const std::string& cat) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string preset = "qwen2.5-0.5b", dtype = "bf16";
-  int steps = 3, warmup = 1, top = 25;
-  bench::parse_flags(argc, argv,
-                     "lorabench-profile-ops [--preset qwen2.5-0.5b] [--dtype bf16|fp32] [--steps 3] [--warmup 1] "
-                     "[--top 25]",
+  std::string preset = "qwen2.5-0.5b", dtype = "bf16", device_name = "cpu";
+  int steps = 3, warmup = 1, top = 25, seq = 256, batch = 1;
+  const char* usage = "lorabench-profile-ops [--preset qwen2.5-0.5b] [--dtype bf16|fp32] [--device cpu|cuda] "
+                      "[--seq 256] [--batch 1] [--steps 3] [--warmup 1] [--top 25]";
+  bench::parse_flags(argc, argv, usage,
                      {{"--preset", &preset, nullptr, model::preset_names()},
                       {"--dtype", &dtype, nullptr, {"bf16", "fp32"}},
+                      {"--device", &device_name, nullptr, {"cpu", "cuda"}},
+                      {"--seq", nullptr, &seq, {}},
+                      {"--batch", nullptr, &batch, {}},
                       {"--steps", nullptr, &steps, {}},
                       {"--warmup", nullptr, &warmup, {}},
                       {"--top", nullptr, &top, {}}});
+  const bool cuda = device_name == "cuda";
+  // Refused, not profiled on the CPU instead.
+  if (cuda && !device::cuda_built()) bench::usage_exit(usage, 2, "--device cuda: this build has no CUDA path");
+  if (cuda && device::cuda_visible_devices() < 1) bench::usage_exit(usage, 2, "--device cuda: this process sees no CUDA device");
   MPI_Init(&argc, &argv);
   at::set_num_threads(1);
+  std::unique_ptr<device::Device> gpu;
+  if (cuda) gpu = device::make_device({device::Kind::kCuda, 0, "mpi", "lorabench-profile-ops --device cuda"});
   model::ModelShape shape = model::preset_shape(preset);
   model::LoraSpec lora = model::make_lora_spec(true, 16, 32, 0, false, {"q", "k", "v", "o", "gate", "up", "down"});
   model::ModelLayout layout = model::build_layout(shape, lora);
   strategy::StrategySpec spec;
   spec.name = "single";
-  auto s = strategy::TrainingStrategy::create(spec, layout, dtype == "bf16" ? at::kBFloat16 : at::kFloat, nullptr);
+  auto s = strategy::TrainingStrategy::create(spec, layout, dtype == "bf16" ? at::kBFloat16 : at::kFloat, nullptr,
+                                              gpu.get());
   s->initialize(strategy::InitSource{1234, nullptr});
-  data::SyntheticSpec ds{1234, int(shape.vocab_size), 256, 1, 1, 1};
+  data::SyntheticSpec ds{1234, int(shape.vocab_size), seq, batch, 1, 1};
   auto source = data::make_synthetic_source(ds);
   train::StepConfig sc;
   sc.schedule.lr = 1e-4;
   train::StepRunner runner(layout, *s, *source, sc, MPI_COMM_SELF);
   for (int i = 0; i < warmup; ++i) runner.run(i);
 
-  prof::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU));
+  // Each step ends with host synchronisations (its loss, its timers), so the wall clock spans the GPU's work.
+  if (gpu) gpu->synchronize();
+  using torch::profiler::impl::ProfilerState;
+  prof::enableProfilerLegacy(torch::profiler::impl::ProfilerConfig(cuda ? ProfilerState::CUDA : ProfilerState::CPU));
   const double t0 = sys::now_s();
   for (int i = 0; i < steps; ++i) runner.run(warmup + i);
+  if (gpu) gpu->synchronize();
   const double wall = (sys::now_s() - t0) / steps;
   prof::thread_event_lists lists = prof::disableProfilerLegacy();
 
@@ -120,7 +147,7 @@ int main(int argc, char** argv) {
       } else if (kind == "pop" && !stack.empty()) {
         Frame f = stack.back();
         stack.pop_back();
-        const double dur = f.push->cpuElapsedUs(e);
+        const double dur = cuda && f.push->hasCuda() ? f.push->cudaElapsedUs(e) : f.push->cpuElapsedUs(e);
         if (!stack.empty()) stack.back().child_us += dur;
         else top_us += dur;
         const std::string name = f.push->name();
@@ -137,8 +164,10 @@ int main(int argc, char** argv) {
   }
   const double wall_us = wall * 1e6 * steps;
   cat_self["outside ops and ranges: data, bookkeeping"] += std::max(0.0, wall_us - top_us);
-  std::printf("%s %s: %.3f s per step (wall, profiler on); %.3f s of ATen op self time per step\n\n",
-              preset.c_str(), dtype.c_str(), wall, total / 1e6 / steps);
+  std::printf("%s %s, seq %d, micro-batch %d, %s: %.3f s per step (wall, profiler on); %.3f s of ATen op self time "
+              "per step%s\n\n",
+              preset.c_str(), dtype.c_str(), seq, batch, cuda ? "cuda:0" : "cpu", wall, total / 1e6 / steps,
+              cuda ? " (GPU time between each op's CUDA events)" : "");
   std::printf("| category | s per step | share of the step |\n| --- | --- | --- |\n");
   std::vector<std::pair<double, std::string>> cats;
   std::map<std::string, double> groups;

@@ -11,6 +11,10 @@ hand-written PyTorch model of bench/peer_torch.py.
         --dist ddp|fsdp2 [...]
 
 One thread per rank (as the benchmark), CPU. The profiler adds a fixed cost to every op: read the shares.
+--device cuda profiles on GPU 0 (with --mode liger too; the GPU benchmark's workload is --seq 2048 --batch 8):
+each op's time is then the GPU time of the kernels it launched (torch.profiler's self device time), kernels
+launched outside any op (Liger's Triton kernels) are a group of their own, and the rest of the step is the
+GPU standing idle (Python, launches, host synchronisations).
 --dist profiles the hf peer's DDP or FSDP2 (gloo, as scripts/bench.sh runs them) on rank 0: its main
 thread's ops (gloo's own threads move the bytes), with the time it stood waiting for FSDP2's collectives
 as a group of its own (DDP's reducer waits outside any recorded range: that wait is in "outside ops").
@@ -35,8 +39,10 @@ GEMM = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul",
 # What FSDP2 and DDP record around their collectives: the self time of these ranges is the main thread
 # waiting for gloo's threads to finish the transfer (their copies in and out are ATen ops of their own).
 COLLECTIVES = ("FSDP::all_gather", "FSDP::post_backward_reduce", "c10d::", "gloo:", "record_param_comms")
-ATTENTION = {"aten::_scaled_dot_product_flash_attention_for_cpu",
-             "aten::_scaled_dot_product_flash_attention_for_cpu_backward"}
+# libtorch's fused attention: the CPU's flash kernel; on a GPU FlashAttention-2, the memory-efficient or the
+# cuDNN kernel (their work is in the inner _flash_attention_* / _efficient_attention_* / _cudnn_* ops).
+ATTENTION = ("aten::_scaled_dot_product", "aten::_flash_attention", "aten::_efficient_attention",
+             "aten::_cudnn_attention")
 SOFTMAX = {"aten::_softmax", "aten::_log_softmax", "aten::_softmax_backward_data",
            "aten::_log_softmax_backward_data", "aten::nll_loss_forward", "aten::nll_loss_backward"}
 COPIES = {"aten::copy_", "aten::_to_copy", "aten::to", "aten::contiguous", "aten::clone", "aten::cat",
@@ -51,8 +57,8 @@ def group(name, in_optimizer):
         return "optimizer (AdamW)"
     if name in GEMM:
         return "GEMMs"
-    if name in ATTENTION:
-        return "attention (libtorch's flash kernels)"
+    if name.startswith(ATTENTION):
+        return "attention (libtorch's fused kernels)"
     if name in SOFTMAX:
         return "softmax, log-softmax and loss"
     if name in COPIES:
@@ -66,7 +72,7 @@ def group(name, in_optimizer):
 
 def hf_step(a):
     import peer_hf
-    args = SimpleNamespace(mode=a.mode, dist=a.dist, device="cpu", lora_r=16, lora_alpha=32, lora_dropout=0.0,
+    args = SimpleNamespace(mode=a.mode, dist=a.dist, device=a.device, lora_r=16, lora_alpha=32, lora_dropout=0.0,
                            dtype=a.precision)
     rank, world, device = peer_hf.setup_dist(args)
     if rank == 0:
@@ -83,7 +89,8 @@ def hf_step(a):
     count = [0]
 
     def step():
-        ids = torch.from_numpy(synthetic_ids(SEED, vocab, a.seq, first_sample(count[0], rank, 1, world), 1))
+        ids = torch.from_numpy(synthetic_ids(SEED, vocab, a.seq, first_sample(count[0], rank, a.batch, world),
+                                             a.batch)).to(device)
         count[0] += 1
         loss = model(input_ids=ids, labels=ids).loss
         loss.backward()
@@ -114,10 +121,53 @@ def torch_step(a):
     return step, "hand-written peer_torch", 0
 
 
+def in_optimizer(events):
+    """Whether each event runs inside a peer::optimizer range."""
+    ranges = [(e.time_range.start, e.time_range.end) for e in events if e.name == "peer::optimizer"]
+    return lambda e: any(s <= e.time_range.start and e.time_range.end <= t for s, t in ranges)
+
+
+def cpu_groups(prof):
+    """Self CPU time of every op of the thread that runs the step (not gloo's), by group."""
+    events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU]
+    main_thread = next(e.thread for e in events if e.name == "peer::optimizer")
+    events = [e for e in events if e.thread == main_thread]
+    inside = in_optimizer(events)
+    groups, total = {}, 0.0
+    for e in events:
+        if e.name.startswith(WRAPPERS):
+            continue
+        k = group(e.name, inside(e))
+        groups[k] = groups.get(k, 0.0) + e.self_cpu_time_total
+        total += e.self_cpu_time_total
+    return groups, total
+
+
+def device_groups(prof):
+    """GPU time by group: each op's self device time (the kernels it launched; every thread, the backward's
+    included), and the kernels no op launched (Triton kernels called from Python: Liger's) as their own."""
+    events = prof.events()
+    cpu = [e for e in events if e.device_type == torch.autograd.DeviceType.CPU]
+    kernels = sum(e.device_time_total for e in events if e.device_type == torch.autograd.DeviceType.CUDA)
+    inside = in_optimizer(cpu)
+    groups, attributed = {}, 0.0
+    for e in cpu:
+        t = e.self_device_time_total
+        if t > 0:
+            k = group(e.name, inside(e))
+            groups[k] = groups.get(k, 0.0) + t
+            attributed += t
+    if kernels > attributed:
+        groups["kernels launched outside any op (Triton: Liger)"] = kernels - attributed
+    return groups, max(kernels, attributed)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--peer", choices=["hf", "torch"], default="hf")
-    ap.add_argument("--mode", choices=["eager", "compile"], default="eager", help="hf only")
+    ap.add_argument("--mode", choices=["eager", "compile", "liger"], default="eager", help="hf only; liger: cuda only")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--batch", type=int, default=1, help="micro-batch (per rank)")
     ap.add_argument("--dist", choices=["none", "ddp", "fsdp2"], default="none",
                     help="hf only; launched by torch.distributed.run")
     ap.add_argument("--preset", default="qwen2.5-0.5b")
@@ -129,42 +179,43 @@ def main():
     a = ap.parse_args()
     if a.dist != "none" and a.peer != "hf":
         ap.error("--dist profiles the hf peer only")
+    if a.peer != "hf" and (a.device != "cpu" or a.batch != 1):
+        ap.error("--peer torch profiles one sequence on the CPU only")
+    if a.mode == "liger" and a.device != "cuda":
+        ap.error("--mode liger needs --device cuda (Liger Kernel's kernels are Triton)")
+    if a.device == "cuda" and not torch.cuda.is_available():
+        ap.error("--device cuda: torch sees no CUDA device")
     if a.dist != "none" and int(os.environ.get("WORLD_SIZE", "1")) < 2:
         ap.error(f"--dist {a.dist} needs 2 or more ranks: launch it with python -m torch.distributed.run --standalone "
                  "--nproc-per-node 2")
     torch.set_num_threads(1)
     step, name, rank = hf_step(a) if a.peer == "hf" else torch_step(a)
 
+    cuda = a.device == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     for _ in range(a.warmup):
         step()
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    sync()
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
         t0 = time.perf_counter()
         for _ in range(a.steps):
             step()
+        sync()
         wall = (time.perf_counter() - t0) / a.steps
 
     if a.dist != "none":
         torch.distributed.destroy_process_group()
     if rank != 0:
         return
-    # Self time of every op of the thread that runs the step (not gloo's), attributed to the optimizer when
-    # it runs inside its range.
-    events = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CPU]
-    main_thread = next(e.thread for e in events if e.name == "peer::optimizer")
-    events = [e for e in events if e.thread == main_thread]
-    opt_ranges = [(e.time_range.start, e.time_range.end) for e in events if e.name == "peer::optimizer"]
-    groups, total = {}, 0.0
-    for e in events:
-        if e.name.startswith(WRAPPERS):
-            continue
-        inside = any(s <= e.time_range.start and e.time_range.end <= t for s, t in opt_ranges)
-        k = group(e.name, inside)
-        groups[k] = groups.get(k, 0.0) + e.self_cpu_time_total
-        total += e.self_cpu_time_total
+    groups, total = device_groups(prof) if cuda else cpu_groups(prof)
     wall_us = wall * 1e6 * a.steps
-    groups["outside ops (Python, autograd engine)"] = max(0.0, wall_us - total)
-    print(f"{name} {a.preset} {a.precision}, seq {a.seq}: {wall:.3f} s per step (wall, profiler on); "
-          f"{total / 1e6 / a.steps:.3f} s of op self time per step\n")
+    if cuda:
+        groups["GPU idle (Python, launches, host synchronisations)"] = max(0.0, wall_us - total)
+    else:
+        groups["outside ops (Python, autograd engine)"] = max(0.0, wall_us - total)
+    shape = f"seq {a.seq}" + (f", micro-batch {a.batch}" if a.batch != 1 else "") + (", cuda:0" if cuda else "")
+    print(f"{name} {a.preset} {a.precision}, {shape}: {wall:.3f} s per step (wall, profiler on); "
+          f"{total / 1e6 / a.steps:.3f} s of {'kernel time' if cuda else 'op self time'} per step\n")
     print("| group | s per step | share of the step |\n| --- | --- | --- |")
     for k, v in sorted(groups.items(), key=lambda kv: -kv[1]):
         print(f"| {k} | {v / 1e6 / a.steps:.3f} | {100 * v / wall_us:.1f}% |")

@@ -24,6 +24,9 @@
 #                                         with the image's python and the carried liger-kernel wheel; writes
 #                                         OUT/bench-gpu.md and .json. LB_GPU_CHECK_BENCH_ARGS replaces the
 #                                         arguments (default: --device cuda --rounds 2)
+#   scripts/gpu_check.sh profile OUT [DIR] on the GPU machine after run: where the GPU step goes, both sides in
+#                                         the same op groups (lorabench-profile-ops, bench/profile_peer.py
+#                                         eager, liger, compile); OUT/profile-*.md
 #   scripts/gpu_check.sh preflight [VERSION] [DIR]
 #                                         here, before the GPU machine: builds lorabench (CUDA, NCCL) against
 #                                         that machine's torch release (default 2.11.0, the image's; its wheel
@@ -55,11 +58,12 @@ LIMIT_MIB=60
 # The torch release of the lent machine's image (its python3's torch: 2.11.0+cu130 when last read, 2026-11):
 # what `preflight` builds against.
 IMAGE_TORCH=2.11.0
-# What `run` builds there, and nothing else (116 of the build's 210 steps; the other test binaries are not
-# worth the lent minutes): the binaries, the gpu-labelled tests' executables and the device unit tests.
-# tests/e2e/gpu_check_targets.sh checks here that every gpu test's executables are among them.
-GPU_CHECK_TARGETS=(lorabench lorabench-report lorabench_e2e_check test_comm_nccl_gpu test_gpu_model
-  test_strategies_gpu test_device test_comm_staging test_link_order)
+# What `run` builds there, and nothing else (118 of the build's 210 steps; the other test binaries are not
+# worth the lent minutes): the binaries, `profile`'s lorabench-profile-ops, the gpu-labelled tests'
+# executables and the device unit tests. tests/e2e/gpu_check_targets.sh checks here that every gpu test's
+# executables are among them.
+GPU_CHECK_TARGETS=(lorabench lorabench-report lorabench-profile-ops lorabench_e2e_check test_comm_nccl_gpu
+  test_gpu_model test_strategies_gpu test_device test_comm_staging test_link_order)
 # The gpu tests that need two GPUs (NCCL puts one rank on each): left out of `run` on a machine with one.
 TWO_GPU_TESTS='test_comm_nccl_gpu_np2'
 # The CPU-side device tests `run` also runs there (a ctest -R regex): the image's GCC and torch differ from
@@ -368,15 +372,14 @@ run() {
   [[ $FAILED -eq 0 ]]
 }
 
-# bench OUT DIR: the GPU table (run_bench.py) with the build `run` made, the carried packages (h5dump, mpirun)
-# and liger-kernel installed from the carried wheel into DIR/python (on PYTHONPATH, nothing else changed).
-bench() {
+# The environment of bench and profile: the carried packages unpacked, their environment, the carried
+# wheels (liger-kernel) installed beside the image's python on PYTHONPATH; sets OUT and build.
+bench_env() {
   OUT=$(mkdir -p "$1" && cd "$1" && pwd)
   local dir=$2
   [[ -d $dir/root ]] || unpack "$dir"
   eval "$(environment "$dir")"
-  local build=${LB_GPU_CHECK_BUILD:-$here/build-gpu}
-  [[ -x $build/src/app/lorabench ]] || die "no lorabench in $build: run 'scripts/gpu_check.sh run OUT' first"
+  build=${LB_GPU_CHECK_BUILD:-$here/build-gpu}
   local pylib
   pylib=$(cd "$dir" && pwd)/python
   if ls "$dir"/wheels/*.whl >/dev/null 2>&1; then
@@ -384,10 +387,48 @@ bench() {
       die "cannot install the carried wheels into $pylib"
   fi
   export PYTHONPATH="$pylib${PYTHONPATH:+:$PYTHONPATH}"
+}
+
+# bench OUT DIR: the GPU table (run_bench.py) with the build `run` made, the carried packages (h5dump, mpirun)
+# and liger-kernel installed from the carried wheel into DIR/python (on PYTHONPATH, nothing else changed).
+bench() {
+  local build
+  bench_env "$1" "$2"
+  [[ -x $build/src/app/lorabench ]] || die "no lorabench in $build: run 'scripts/gpu_check.sh run OUT' first"
   read -r -a extra <<<"${LB_GPU_CHECK_BENCH_ARGS:---device cuda --rounds 2}"
   python3 "$here/bench/run_bench.py" --lorabench "$build/src/app/lorabench" "${extra[@]}" \
     --out "$OUT/bench-gpu.md" --json "$OUT/bench-gpu.json" 2>&1 | tee "$OUT/bench-gpu.log"
   return "${PIPESTATUS[0]}"
+}
+
+# profile OUT DIR: where the GPU step goes, both sides in the same op groups (docs/performance.md), for
+# when a target of the GPU table is not reached: lorabench-profile-ops and bench/profile_peer.py (eager,
+# Liger, torch.compile) on the GPU workload, 3 profiled steps each; OUT/profile-*.md. LB_GPU_CHECK_PROFILE_
+# DEVICE, _PRESET, _SHAPE and _MODES replace cuda, qwen2.5-0.5b, "--seq 2048 --batch 8" and "eager liger
+# compile" (tests/e2e: the tiny shape on the CPU). Each profiler's messages go to OUT/profile-*.log.
+profile() {
+  local build
+  bench_env "$1" "$2"
+  local dev=${LB_GPU_CHECK_PROFILE_DEVICE:-cuda} preset=${LB_GPU_CHECK_PROFILE_PRESET:-qwen2.5-0.5b} shape mode
+  read -r -a shape <<<"${LB_GPU_CHECK_PROFILE_SHAPE:---seq 2048 --batch 8}"
+  local ops=$build/bench/lorabench-profile-ops failed=0
+  if [[ ! -x $ops ]]; then
+    [[ -f $build/CMakeCache.txt ]] || die "no build in $build: run 'scripts/gpu_check.sh run OUT' first"
+    cmake --build "$build" --target lorabench-profile-ops >"$OUT/profile-build.log" 2>&1 ||
+      die "cannot build lorabench-profile-ops in $build ($OUT/profile-build.log)"
+  fi
+  echo "gpu_check profile: lorabench" >&2
+  "$ops" --device "$dev" --preset "$preset" "${shape[@]}" --steps 3 --warmup 1 >"$OUT/profile-lorabench.md" \
+    2>"$OUT/profile-lorabench.log" ||
+    { echo "gpu_check profile: lorabench-profile-ops failed ($OUT/profile-lorabench.log)" >&2; failed=1; }
+  for mode in ${LB_GPU_CHECK_PROFILE_MODES:-eager liger compile}; do
+    echo "gpu_check profile: hf-$mode" >&2
+    python3 "$here/bench/profile_peer.py" --device "$dev" --preset "$preset" --mode "$mode" "${shape[@]}" \
+      --steps 3 --warmup "$([[ $mode == compile ]] && echo 2 || echo 1)" >"$OUT/profile-hf-$mode.md" \
+      2>"$OUT/profile-hf-$mode.log" ||
+      { echo "gpu_check profile: profile_peer.py --mode $mode failed ($OUT/profile-hf-$mode.log)" >&2; failed=1; }
+  done
+  return $failed
 }
 
 # preflight VERSION DIR: here, before a GPU machine is used: lorabench built with CUDA and NCCL against that
@@ -427,11 +468,12 @@ case "${1:-}" in
   prepare) prepare "${2:-$here/gpu-carry}" ;;
   preflight) preflight "${2:-$IMAGE_TORCH}" "${3:-$here/build-preflight}" ;;
   bench) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh bench OUT_DIR [CARRY_DIR]"; bench "$2" "${3:-$here/gpu-carry}" ;;
+  profile) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh profile OUT_DIR [CARRY_DIR]"; profile "$2" "${3:-$here/gpu-carry}" ;;
   run) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh run OUT_DIR [CARRY_DIR]"; run "$2" "${3:-$here/gpu-carry}" ;;
   build) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh build OUT_DIR [CARRY_DIR]"; run "$2" "${3:-$here/gpu-carry}" 1 ;;
   env) environment "${2:-$here/gpu-carry}" ;;
   unpack) unpack "${2:-$here/gpu-carry}" ;;  # the first step of run, alone (to test the carry here)
   targets) printf '%s\n' "${GPU_CHECK_TARGETS[@]}" ;;  # what run builds (tests/e2e/gpu_check_targets.sh)
   device-tests) echo "$DEVICE_UNIT_TESTS" ;;           # the unit tests run runs beside the gpu label
-  *) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,/^set -uo pipefail/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

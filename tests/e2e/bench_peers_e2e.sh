@@ -11,7 +11,8 @@
 #             fp32 (the frame too) with the fp32 loss tolerance; and the full bf16 CPU table is refused on a
 #             CPU without AVX-512 (benchlib.cpu_bf16_gemm_native on given flags), the fp32 one is not
 #   profiles  lorabench-profile-ops (LORABENCH is then its path; a mistyped flag is refused, exit 2) and
-#             bench/profile_peer.py (eager, compiled, fp32, FSDP2 on 2 ranks)
+#             bench/profile_peer.py (eager, compiled, fp32, FSDP2 on 2 ranks; --device cuda refused without a
+#             GPU), and scripts/gpu_check.sh profile with both on the CPU
 #             on the tiny shape: each prints a group table with GEMMs and libtorch's flash attention kernels
 #             (and, compiled, torch.compile's generated kernels), adding up to the step
 set -euo pipefail
@@ -174,7 +175,7 @@ shares = {}
 for line in rows.group(1).strip().splitlines():
     cells = [c.strip() for c in line.strip("|").split("|")]
     shares[cells[0]] = float(cells[2].rstrip("%"))
-for need in ["GEMMs", "attention (libtorch's flash kernels)"] + sys.argv[2:]:
+for need in ["GEMMs", "attention (libtorch's fused kernels)"] + sys.argv[2:]:
     need, _, floor = need.partition("@")
     if shares.get(need, 0) <= float(floor or 0):
         sys.exit(f"FAIL: no '{need}' row above {floor or 0}% in {sys.argv[1]}: {shares}")
@@ -214,6 +215,31 @@ PY
     grep -q "^hf-eager-fsdp2 (rank 0 of 2) tiny fp32, seq 256:" "$out.fsdp2" ||
       { cat "$out.fsdp2"; echo "FAIL: not the FSDP2 peer's rank 0"; exit 1; }
     check_groups "$out.fsdp2" "collectives (waiting for gloo's transfers)@4"
+    # scripts/gpu_check.sh profile (both profilers on the GPU workload, on the lent machine) here on the CPU:
+    # the tiny shape, the eager peer; its files have the group tables.
+    mkdir -p "$work/gpuprof/build/bench" "$work/gpuprof/carry/debs"
+    ln -sf "$lorabench" "$work/gpuprof/build/bench/lorabench-profile-ops"
+    PATH="$(dirname "$py"):$PATH" LB_GPU_CHECK_BUILD="$work/gpuprof/build" LB_GPU_CHECK_PROFILE_DEVICE=cpu \
+      LB_GPU_CHECK_PROFILE_PRESET=tiny LB_GPU_CHECK_PROFILE_SHAPE="--seq 128 --batch 2" LB_GPU_CHECK_PROFILE_MODES=eager \
+      OMP_NUM_THREADS=1 "$src/scripts/gpu_check.sh" profile "$work/gpuprof/out" "$work/gpuprof/carry" >"$out.gpuprof" 2>&1 ||
+      { cat "$out.gpuprof" "$work"/gpuprof/out/*; echo "FAIL: gpu_check.sh profile failed"; exit 1; }
+    # Each .md starts with its profiler's header line (its messages are in the .log beside it).
+    for f in lorabench hf-eager; do [[ -f "$work/gpuprof/out/profile-$f.log" ]] || { echo "FAIL: no profile-$f.log"; exit 1; }; done
+    head -n 1 "$work/gpuprof/out/profile-lorabench.md" | grep -q "^tiny bf16, seq 128, micro-batch 2, cpu:" ||
+      { cat "$work/gpuprof/out/profile-lorabench.md"; echo "FAIL: not lorabench's profile of seq 128 x 2"; exit 1; }
+    head -n 1 "$work/gpuprof/out/profile-hf-eager.md" | grep -q "^hf-eager tiny bf16, seq 128, micro-batch 2:" ||
+      { cat "$work/gpuprof/out/profile-hf-eager.md"; echo "FAIL: not the peer's profile of seq 128 x 2"; exit 1; }
+    check_groups "$work/gpuprof/out/profile-lorabench.md"
+    check_groups "$work/gpuprof/out/profile-hf-eager.md"
+    # --device cuda without a GPU is refused by both, not profiled on the CPU.
+    if ! "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)'; then
+      rc=0; "$lorabench" --device cuda --preset tiny >"$out.nocuda" 2>&1 || rc=$?
+      [[ $rc == 2 ]] && grep -q -- "--device cuda: this" "$out.nocuda" ||
+        { cat "$out.nocuda"; echo "FAIL: lorabench-profile-ops --device cuda without a GPU: exit $rc"; exit 1; }
+      rc=0; "$py" "$src/bench/profile_peer.py" --device cuda --preset tiny >"$out.nocuda" 2>&1 || rc=$?
+      [[ $rc == 2 ]] && grep -q -- "--device cuda: torch sees no CUDA device" "$out.nocuda" ||
+        { cat "$out.nocuda"; echo "FAIL: profile_peer.py --device cuda without a GPU: exit $rc"; exit 1; }
+    fi
     # Under torch.compile the generated kernels are a group of their own, not time outside ops.
     OMP_NUM_THREADS=1 "$py" "$src/bench/profile_peer.py" --preset tiny --mode compile --steps 1 --warmup 2 \
       >"$out.compiled" 2>"$err" || { cat "$out.compiled" "$err"; echo "FAIL: profile_peer.py --mode compile failed"; exit 1; }
