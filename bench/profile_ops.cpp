@@ -147,7 +147,8 @@ int main(int argc, char** argv) {
       } else if (kind == "pop" && !stack.empty()) {
         Frame f = stack.back();
         stack.pop_back();
-        const double dur = cuda && f.push->hasCuda() ? f.push->cudaElapsedUs(e) : f.push->cpuElapsedUs(e);
+        // On a GPU every event has its CUDA events (libtorch throws for one that lacks them): no CPU time mixed in.
+        const double dur = cuda ? f.push->cudaElapsedUs(e) : f.push->cpuElapsedUs(e);
         if (!stack.empty()) stack.back().child_us += dur;
         else top_us += dur;
         const std::string name = f.push->name();

@@ -412,11 +412,7 @@ profile() {
   local dev=${LB_GPU_CHECK_PROFILE_DEVICE:-cuda} preset=${LB_GPU_CHECK_PROFILE_PRESET:-qwen2.5-0.5b} shape mode
   read -r -a shape <<<"${LB_GPU_CHECK_PROFILE_SHAPE:---seq 2048 --batch 8}"
   local ops=$build/bench/lorabench-profile-ops failed=0
-  if [[ ! -x $ops ]]; then
-    [[ -f $build/CMakeCache.txt ]] || die "no build in $build: run 'scripts/gpu_check.sh run OUT' first"
-    cmake --build "$build" --target lorabench-profile-ops >"$OUT/profile-build.log" 2>&1 ||
-      die "cannot build lorabench-profile-ops in $build ($OUT/profile-build.log)"
-  fi
+  [[ -x $ops ]] || die "no lorabench-profile-ops in $build: run 'scripts/gpu_check.sh run OUT' first (it builds it)"
   echo "gpu_check profile: lorabench" >&2
   "$ops" --device "$dev" --preset "$preset" "${shape[@]}" --steps 3 --warmup 1 >"$OUT/profile-lorabench.md" \
     2>"$OUT/profile-lorabench.log" ||

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <tuple>
 
 #include "lorabench/core/error.hpp"
 #include "lorabench/model/qwen2.hpp"
@@ -52,26 +53,26 @@ at::Tensor attention_forward(const at::Tensor& qkv, int64_t B, int64_t T, int64_
   require_supported(qkv);
   const Heads h = split(qkv, B, T, H, K, d);
   const double scale = 1.0 / std::sqrt(double(d));
+  at::Tensor out;
   if (qkv.is_cuda() && use_flash(qkv.scalar_type())) {
     // FlashAttention-2 (bf16 on sm_80+): the K key/value heads as they are; lse (B, H, T). No dropout: the
     // philox seed and offset it returns are not read by its backward.
     auto res = at::_scaled_dot_product_flash_attention(h.q, h.k, h.v, 0.0, /*is_causal=*/true,
                                                        /*return_debug_mask=*/false, scale);
+    out = std::get<0>(res);
     *lse = std::get<1>(res);
-    // The output is (B, H, T, d) over token-major storage, as on the CPU.
-    return std::get<0>(res).transpose(1, 2).reshape({B * T, H * d});
-  }
-  if (qkv.is_cuda()) {
+  } else if (qkv.is_cuda()) {
     // The memory-efficient kernel (fp32 and bf16 on sm_80+); lse comes back padded per head, kept as it is
     // for the backward. No dropout: the philox seed and offset it returns are unused.
-    auto [out, l, seed, offset] = at::_scaled_dot_product_efficient_attention(
-        h.q, expand_kv(h.k, H, K), expand_kv(h.v, H, K), std::nullopt, /*compute_log_sumexp=*/true, 0.0,
-        /*is_causal=*/true, scale);
-    *lse = l;
-    return out.transpose(1, 2).reshape({B * T, H * d});
+    auto res = at::_scaled_dot_product_efficient_attention(h.q, expand_kv(h.k, H, K), expand_kv(h.v, H, K),
+                                                           std::nullopt, /*compute_log_sumexp=*/true, 0.0,
+                                                           /*is_causal=*/true, scale);
+    out = std::get<0>(res);
+    *lse = std::get<1>(res);
+  } else {
+    std::tie(out, *lse) = at::_scaled_dot_product_flash_attention_for_cpu(h.q, h.k, h.v, 0.0, /*is_causal=*/true,
+                                                                          {}, scale);
   }
-  auto [out, l] = at::_scaled_dot_product_flash_attention_for_cpu(h.q, h.k, h.v, 0.0, /*is_causal=*/true, {}, scale);
-  *lse = l;
   // out is (B, H, T, d) over token-major storage: (B, T, H, d) is its contiguous order.
   return out.transpose(1, 2).reshape({B * T, H * d});
 }
@@ -80,26 +81,26 @@ at::Tensor attention_backward(const at::Tensor& dout, const at::Tensor& qkv, con
                               const at::Tensor& lse, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d) {
   require_supported(qkv);
   auto as_heads = [&](const at::Tensor& t) { return t.reshape({B, T, H, d}).transpose(1, 2); };
-  if (qkv.is_cuda() && use_flash(qkv.scalar_type())) {
-    // Dense (no cumulative sequence lengths), no dropout (the philox seed and offset are not read).
-    const Heads h = split(qkv, B, T, H, K, d);
-    const at::Tensor none = at::empty({}, at::kLong);
-    auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_backward(
-        as_heads(dout), h.q, h.k, h.v, as_heads(out), lse, at::Tensor(), at::Tensor(), T, T, 0.0,
-        /*is_causal=*/true, none, none, 1.0 / std::sqrt(double(d)));
-    // dk and dv have the K key/value heads, each summed over its group by the kernel.
-    return at::cat({dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)}, 2).reshape({B * T, (H + 2 * K) * d});
-  }
+  const double scale = 1.0 / std::sqrt(double(d));
   if (qkv.is_cuda()) {
     const Heads h = split(qkv, B, T, H, K, d);
-    const at::Tensor none = at::empty({}, at::kLong);
-    auto [dq, dk, dv, db] = at::_scaled_dot_product_efficient_attention_backward(
-        as_heads(dout), h.q, expand_kv(h.k, H, K), expand_kv(h.v, H, K), at::Tensor(), as_heads(out), lse, none, none,
-        0.0, {true, true, true, false}, /*is_causal=*/true, 1.0 / std::sqrt(double(d)));
-    return at::cat({dq.transpose(1, 2), fold_kv(dk, B, T, H, K, d).transpose(1, 2),
-                    fold_kv(dv, B, T, H, K, d).transpose(1, 2)},
-                   2)
-        .reshape({B * T, (H + 2 * K) * d});
+    const at::Tensor none = at::empty({}, at::kLong);  // no dropout: the philox seed and offset are not read
+    at::Tensor dq, dk, dv;
+    if (use_flash(qkv.scalar_type())) {
+      // Dense (no cumulative sequence lengths); dk and dv come back with the K key/value heads, each summed
+      // over its group by the kernel.
+      std::tie(dq, dk, dv) = at::_scaled_dot_product_flash_attention_backward(
+          as_heads(dout), h.q, h.k, h.v, as_heads(out), lse, at::Tensor(), at::Tensor(), T, T, 0.0,
+          /*is_causal=*/true, none, none, scale);
+    } else {
+      auto res = at::_scaled_dot_product_efficient_attention_backward(
+          as_heads(dout), h.q, expand_kv(h.k, H, K), expand_kv(h.v, H, K), at::Tensor(), as_heads(out), lse, none,
+          none, 0.0, {true, true, true, false}, /*is_causal=*/true, scale);
+      dq = std::get<0>(res);
+      dk = fold_kv(std::get<1>(res), B, T, H, K, d);
+      dv = fold_kv(std::get<2>(res), B, T, H, K, d);
+    }
+    return at::cat({dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)}, 2).reshape({B * T, (H + 2 * K) * d});
   }
   // bf16 runs libtorch's backward in fp32 (its inputs and results are one layer's q|k|v rows, cast once
   // each way; for fp32 the casts are no-ops): its bf16 kernel took 1.4x as long as the fp32 one plus the
@@ -109,7 +110,7 @@ at::Tensor attention_backward(const at::Tensor& dout, const at::Tensor& qkv, con
   const Heads h = split(qkv.to(at::kFloat), B, T, H, K, d);
   auto [dq, dk, dv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
       as_heads(dout.to(at::kFloat)), h.q, h.k, h.v, as_heads(out.to(at::kFloat)), lse, 0.0, /*is_causal=*/true,
-      {}, 1.0 / std::sqrt(double(d)));
+      {}, scale);
   // Back to token-major rows: [dq | dk | dv] per token.
   return at::cat({dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)}, 2)
       .view({B * T, (H + 2 * K) * d})
@@ -117,7 +118,6 @@ at::Tensor attention_backward(const at::Tensor& dout, const at::Tensor& qkv, con
 }
 
 void set_cuda_attention(CudaAttention kernel) { g_cuda_attention = kernel; }
-CudaAttention cuda_attention() { return g_cuda_attention; }
 std::string attention_kernel(bool cuda, bool bf16) {
   if (!cuda) return "cpu_flash";
   return use_flash(bf16 ? at::kBFloat16 : at::kFloat) ? "flash" : "efficient";

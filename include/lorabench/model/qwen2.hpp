@@ -116,7 +116,6 @@ bool fused_cpu_kernels();
 // memory-efficient kernel in either dtype.
 enum class CudaAttention { kAuto, kFlash, kEfficient };
 void set_cuda_attention(CudaAttention kernel);
-CudaAttention cuda_attention();
 CudaAttention parse_cuda_attention(const std::string& name);  // auto | flash | efficient
 // The attention kernel a model of this dtype runs, for the run file: "flash" or "efficient" on a GPU (after
 // set_cuda_attention), "cpu_flash" (libtorch's CPU flash kernel) on the CPU.
