@@ -15,6 +15,13 @@
 #                                         `ctest -L gpu`, then ddp, zero1, zero2, fsdp on 2 ranks sharing it (MPI,
 #                                         staged), fp32 and bf16, each recording the planner's prediction,
 #                                         and `lorabench plan` on the GPU; writes OUT/summary.md, logs and run files
+#   scripts/gpu_check.sh pack [DIR]       here, after prepare (optional): builds `run`'s targets against the
+#                                         image's torch release with `run`'s options (build-gpu-pack/) and puts
+#                                         them and their CTest files in DIR/prebuilt/ (about 15 MiB), so that
+#                                         `run` there starts from them instead of building: it relocates them to
+#                                         build-gpu/ when they were built from the same source tree and start
+#                                         there (their libraries load), and otherwise says why and builds
+#   scripts/gpu_check.sh relocate [DIR]   that decision alone: DIR/prebuilt relocated to build-gpu/, or why not
 #   scripts/gpu_check.sh build OUT [DIR]  the first steps of `run` alone (unpack, configure, build): on the
 #                                         lent machine one command each, so that neither runs into the limit
 #                                         of one command; `run` then finds the build up to date
@@ -79,11 +86,35 @@ prepare() {
   mkdir -p "$dir/wheels"
   python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$dir/wheels" -r "$WHEELS_REQUIREMENTS" ||
     die "pip download of $WHEELS_REQUIREMENTS failed (PyPI is needed)"
-  local mib
-  mib=$(du -scm "$dir/debs" "$dir/wheels" | tail -n 1 | cut -f1)
-  [[ $mib -le $LIMIT_MIB ]] || die "$dir/debs and $dir/wheels hold $mib MiB, more than $LIMIT_MIB MiB"
   (cd "$dir" && ls -1 debs/*.deb wheels/*.whl) >"$dir/MANIFEST"
-  echo "gpu_check: $(wc -l <"$dir/MANIFEST") packages and wheels, $mib MiB in $dir/debs and $dir/wheels"
+  echo "gpu_check: $(wc -l <"$dir/MANIFEST") packages and wheels in $dir/debs and $dir/wheels"
+  carry_size "$dir"
+}
+
+# carry_size DIR: what travels (debs, wheels and a packed build) within LIMIT_MIB, or die.
+carry_size() {
+  local dir=$1 mib parts=()
+  local p
+  for p in debs wheels prebuilt; do [[ -d $dir/$p ]] && parts+=("$dir/$p"); done
+  mib=$(du -scm "${parts[@]}" | tail -n 1 | cut -f1)
+  [[ $mib -le $LIMIT_MIB ]] || die "${parts[*]} hold $mib MiB, more than $LIMIT_MIB MiB"
+  echo "gpu_check: $dir carries $mib MiB (at most $LIMIT_MIB)"
+}
+
+# tree_hash: one hash of what the build is made from (CMake files, sources, tests), the same for the same
+# tree anywhere: the check that a packed build belongs to the checkout `run` finds it in.
+tree_hash() {
+  (cd "$here" && find CMakeLists.txt cmake include src tests bench postprocess -type f \
+      ! -path '*/__pycache__/*' ! -name '*.pyc' -print0 | LC_ALL=C sort -z | xargs -0 sha256sum | sha256sum |
+    cut -c1-16)
+}
+
+# configure_gpu BUILD TORCH: the build `run` makes there (and `pack` here): CUDA, NCCL, no PAPI (a CPU
+# counter that the image lacks), Release; TORCH is a python with torch or an unpacked torch/ directory.
+configure_gpu() {
+  cmake -S "$here" -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLORABENCH_TORCH="$2" \
+    -DLORABENCH_WITH_CUDA=ON -DLORABENCH_WITH_NCCL=ON -DLORABENCH_WITH_PAPI=OFF ${HDF5_ROOT:+-DHDF5_ROOT="$HDF5_ROOT"} \
+    -DMPIEXEC_PREFLAGS="--oversubscribe" "${@:3}"
 }
 
 # unpack DIR: every carried .deb extracted under DIR/root (dpkg-deb, or python3 where dpkg is missing).
@@ -286,12 +317,19 @@ run() {
 
   if [[ -n ${LB_GPU_CHECK_BUILD:-} ]]; then  # an existing build (to try the script's flow without a build)
     build=$LB_GPU_CHECK_BUILD
+  elif [[ -f $dir/prebuilt/ORIGIN ]] && use_prebuilt "$dir/prebuilt" "$build" >"$OUT/logs/prebuilt.log" 2>&1; then
+    echo "| prebuilt | ok (relocated, not built here) | 0 |" >>"$OUT/steps.md"
+    echo "build: packed elsewhere by 'gpu_check.sh pack' ($(tr '\n' ' ' <"$dir/prebuilt/ORIGIN"))" >>"$OUT/versions.txt"
   else
-    step configure cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLORABENCH_TORCH="$py" \
-      -DLORABENCH_WITH_CUDA=ON -DLORABENCH_WITH_NCCL=ON -DLORABENCH_WITH_PAPI=OFF -DHDF5_ROOT="$HDF5_ROOT" \
-      -DMPIEXEC_PREFLAGS="--oversubscribe"
+    # A packed build that does not fit this checkout or machine is not a failure of the check: said, then built.
+    if [[ -f $dir/prebuilt/ORIGIN ]]; then
+      echo "| prebuilt | not used: $(tail -n 1 "$OUT/logs/prebuilt.log") | 0 |" >>"$OUT/steps.md"
+      echo "build: made here, as the packed one was not usable (logs/prebuilt.log)" >>"$OUT/versions.txt"
+    fi
+    step configure configure_gpu "$build" "$py"
     step build cmake --build "$build" -j "$jobs" --target "${GPU_CHECK_TARGETS[@]}"
   fi
+  prebuilt_libraries "$build"
   if [[ $only_build -eq 1 ]]; then  # `build`: the first command on the lent machine; `run` follows
     RUN_DONE=1
     summarize
@@ -372,6 +410,70 @@ run() {
   [[ $FAILED -eq 0 ]]
 }
 
+# use_prebuilt PACKED BUILD: the build `pack` made, relocated to BUILD: used when it was packed from this
+# very source tree and its lorabench starts here with this machine's torch (every library it links loads);
+# otherwise BUILD is removed and the last line says why. Kept as it is when BUILD holds it already (`build`
+# then `run`).
+use_prebuilt() {
+  local packed=$1 build=$2 want have key value
+  local -A origin=()
+  while IFS='=' read -r key value; do origin[$key]=$value; done <"$packed/ORIGIN"
+  have=$(tree_hash)
+  want=${origin[tree]:-}
+  # Not usable: a copy relocated earlier goes too (build then configures and builds BUILD afresh).
+  unusable() { [[ -e $build/.packed ]] && rm -rf "$build"; echo "$1"; return 1; }
+  [[ $want == "$have" ]] ||
+    { unusable "packed from source tree $want, this checkout is $have (pack again after changing the sources)"; return 1; }
+  if [[ ! -f $build/.prebuilt || $(cat "$build/.prebuilt") != "$want" ]]; then
+    rm -rf "$build"
+    mkdir -p "$build"
+    (cd "$packed" && tar cf - --exclude=./ORIGIN .) | (cd "$build" && tar xf -) ||
+      { unusable "cannot copy $packed"; return 1; }
+    # The CTest files name the source tree, the build directory and mpiexec of the machine that packed them.
+    local mpiexec=${origin[mpiexec]:-}
+    local new_mpiexec
+    new_mpiexec=$(command -v mpiexec || true)
+    python3 - "$build" "${origin[build]}" "$build" "${origin[source]}" "$here" "$mpiexec" "$new_mpiexec" <<'PY' ||
+import pathlib, sys
+root, old_build, new_build, old_src, new_src, old_mpi, new_mpi = sys.argv[1:]
+# The build directory lies inside the source tree: it first, each through a placeholder, so that no
+# replacement is replaced again.
+pairs = [(old_build, new_build), (old_src, new_src)] + ([(old_mpi, new_mpi)] if old_mpi and new_mpi else [])
+for path in pathlib.Path(root).rglob("*.cmake"):
+    text = path.read_text()
+    for i, (old, _) in enumerate(pairs):
+        text = text.replace(old, f"\0{i}\0")
+    for i, (_, new) in enumerate(pairs):
+        text = text.replace(f"\0{i}\0", new)
+    path.write_text(text)
+PY
+      { unusable "cannot relocate the CTest files in $build"; return 1; }
+  fi
+  prebuilt_libraries "$build" || { unusable "python3 has no torch here, whose libraries the packed build needs"; return 1; }
+  local out
+  if ! out=$("$build/src/app/lorabench" --version 2>&1); then
+    echo "$out"
+    unusable "its lorabench does not start here: $(tail -n 1 <<<"$out")"
+    return 1
+  fi
+  echo "$out"
+  echo "$want" >"$build/.prebuilt"
+  echo "relocated $packed to $build (source tree $want)"
+}
+
+# prebuilt_libraries BUILD: a packed build's binaries name the packing machine's torch and CUDA libraries in
+# their RUNPATH; on this machine they come from python3's torch and its nvidia-* packages. Nothing for a
+# build made here.
+prebuilt_libraries() {
+  [[ -e $1/.packed && -z ${LB_PACKED_LIBRARIES:-} ]] || return 0
+  local libs
+  libs=$(python3 -c 'import glob, os, torch
+d = os.path.dirname(torch.__file__)
+print(":".join([os.path.join(d, "lib")] + sorted(glob.glob(os.path.join(os.path.dirname(d), "nvidia", "*", "lib")))))') ||
+    return 1
+  export LD_LIBRARY_PATH="$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" LB_PACKED_LIBRARIES=1
+}
+
 # The environment of bench and profile: the carried packages unpacked, their environment, the carried
 # wheels (liger-kernel) installed beside the image's python on PYTHONPATH; sets OUT and build.
 bench_env() {
@@ -380,6 +482,7 @@ bench_env() {
   [[ -d $dir/root ]] || unpack "$dir"
   eval "$(environment "$dir")"
   build=${LB_GPU_CHECK_BUILD:-$here/build-gpu}
+  prebuilt_libraries "$build" || die "a packed build in $build, but no torch to run it with"
   local pylib
   pylib=$(cd "$dir" && pwd)/python
   if ls "$dir"/wheels/*.whl >/dev/null 2>&1; then
@@ -434,11 +537,30 @@ profile() {
 # checkout, as an installed lorabench's RUNPATH keeps only libraries outside the project), with the venv's
 # nvidia-* wheels linked beside it; DIR is the build directory.
 preflight() {
-  local version=$1 dir=$2 venv py whl site
+  local version=$1 dir=$2 site
+  site=$(torch_release "$version")
+  LORABENCH_BUILD_DIR=$dir "$here/scripts/build.sh" -DLORABENCH_TORCH="$site/torch" \
+    -DLORABENCH_WITH_CUDA=ON -DLORABENCH_WITH_NCCL=ON || die "the build against torch $version failed"
+  (cd "$dir" && ctest --output-on-failure -j "${LORABENCH_TEST_JOBS:-2}" --timeout 900) ||
+    die "tests failed against torch $version"
+  echo "gpu_check: lorabench builds and passes its tests against torch $version"
+}
+
+# torch_release VERSION: that release's libtorch (the wheel from PyPI, its include/, lib/ and share/ unpacked
+# beside this project's venv, with the venv's nvidia-* libraries linked beside it); prints the directory
+# that holds torch/.
+torch_release() {
+  local version=$1 venv py whl site
   venv=$("$here/scripts/torch-venv.sh")
   py=$venv/bin/python
   [[ -x $py ]] || die "no venv at $venv: run scripts/install-deps.sh first (its nvidia-* wheels are used)"
   site=$(dirname "$venv")/torch-$version-unpacked
+  # Unpacked before: kept (unpacking again would touch every header, and every object built against them
+  # would be rebuilt).
+  if [[ -d $site/torch/lib && $(sed -n "s/^__version__ = '\(.*\)'/\1/p" "$site/torch/version.py" 2>/dev/null) == "$version"* ]]; then
+    echo "$site"
+    return 0
+  fi
   mkdir -p "$site/wheel"
   "$py" -m pip download --quiet --no-deps --only-binary=:all: -d "$site/wheel" "torch==$version" ||
     die "pip download torch==$version failed (PyPI is needed)"
@@ -452,16 +574,64 @@ z.extractall(sys.argv[2], [n for n in z.namelist()
                            if n.startswith(("torch/include/", "torch/lib/", "torch/share/")) or n == "torch/version.py"])
 PY
   ln -sfn "$("$py" -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0]))')/nvidia" "$site/nvidia"
-  echo "gpu_check: torch $(sed -n "s/^__version__ = '\(.*\)'/\1/p" "$site/torch/version.py") unpacked in $site"
-  LORABENCH_BUILD_DIR=$dir "$here/scripts/build.sh" -DLORABENCH_TORCH="$site/torch" \
-    -DLORABENCH_WITH_CUDA=ON -DLORABENCH_WITH_NCCL=ON || die "the build against torch $version failed"
-  (cd "$dir" && ctest --output-on-failure -j "${LORABENCH_TEST_JOBS:-2}" --timeout 900) ||
-    die "tests failed against torch $version"
-  echo "gpu_check: lorabench builds and passes its tests against torch $version"
+  echo "gpu_check: torch $(sed -n "s/^__version__ = '\(.*\)'/\1/p" "$site/torch/version.py") unpacked in $site" >&2
+  echo "$site"
+}
+
+# pack DIR: `run`'s targets built here, against the image's torch release with `run`'s options, in
+# build-gpu-pack/ (LB_GPU_CHECK_PACK_BUILD=BUILD packs an existing build instead: the test's way), copied
+# with the build's CTest files to DIR/prebuilt/; its ORIGIN says where it was built (the source tree, the
+# build directory and mpiexec, which `run` rewrites there) and the source tree's hash.
+pack() {
+  local dir=$1 build=${LB_GPU_CHECK_PACK_BUILD:-} torch=""
+  if [[ -z $build ]]; then
+    build=$here/build-gpu-pack
+    torch=$(torch_release "$IMAGE_TORCH")/torch
+    # shellcheck source=compiler-cache.sh
+    . "$here/scripts/compiler-cache.sh"
+    configure_gpu "$build" "$torch" "${lb_cache_args[@]}" >/dev/null || die "configuring $build failed"
+    cmake --build "$build" -j "${LORABENCH_JOBS:-2}" --target "${GPU_CHECK_TARGETS[@]}" || die "building $build failed"
+  fi
+  build=$(cd "$build" && pwd)
+  [[ $build/ == "$here"/* ]] || die "$build is not inside the checkout $here (run relocates from one to the other)"
+  local packed=$dir/prebuilt t f
+  rm -rf "$packed"
+  mkdir -p "$packed"
+  for t in "${GPU_CHECK_TARGETS[@]}"; do
+    f=$(cd "$build" && find . -path ./CMakeFiles -prune -o -type f -name "$t" -perm -u+x -print | head -n 1)
+    [[ -n $f ]] || die "no executable $t in $build"
+    mkdir -p "$packed/$(dirname "$f")"
+    cp -p "$build/$f" "$packed/$f"
+  done
+  # ctest's files: each directory's CTestTestfile.cmake and what GoogleTest's discovery wrote beside them.
+  (cd "$build" && find . -path '*/CMakeFiles' -prune -o \( -name CTestTestfile.cmake -o -name '*_include.cmake' \
+     -o -name '*_tests.cmake' \) -print0 | tar cf - --null -T -) | (cd "$packed" && tar xf -) ||
+    die "cannot copy the CTest files of $build"
+  touch "$packed/.packed"
+  {
+    echo "tree=$(tree_hash)"
+    echo "source=$here"
+    echo "build=$build"
+    echo "mpiexec=$(sed -n 's/^MPIEXEC_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")"
+    local version_py
+    version_py=$(find "$(sed -n 's/^LORABENCH_TORCH:[A-Z]*=//p' "$build/CMakeCache.txt")" -maxdepth 6 \
+      -path '*torch/version.py' 2>/dev/null | head -n 1)
+    echo "torch=$([[ -n $version_py ]] && sed -n "s/^__version__ = '\(.*\)'/\1/p" "$version_py")"
+    echo "date=$(date -u +%FT%TZ)"
+  } >"$packed/ORIGIN"
+  echo "gpu_check: ${#GPU_CHECK_TARGETS[@]} executables and the CTest files of $build in $packed"
+  carry_size "$dir"
 }
 
 case "${1:-}" in
   prepare) prepare "${2:-$here/gpu-carry}" ;;
+  pack) pack "${2:-$here/gpu-carry}" ;;
+  relocate)  # run's first decision alone: the packed build relocated to build-gpu/, or why not (exit 1)
+    d=${2:-$here/gpu-carry}
+    [[ -f $d/prebuilt/ORIGIN ]] || die "no packed build in $d/prebuilt: run 'scripts/gpu_check.sh pack $d' first"
+    unpack "$d"
+    eval "$(environment "$d")"  # the carried mpiexec is what the CTest files are rewritten to
+    use_prebuilt "$d/prebuilt" "$here/build-gpu" ;;
   preflight) preflight "${2:-$IMAGE_TORCH}" "${3:-$here/build-preflight}" ;;
   bench) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh bench OUT_DIR [CARRY_DIR]"; bench "$2" "${3:-$here/gpu-carry}" ;;
   profile) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh profile OUT_DIR [CARRY_DIR]"; profile "$2" "${3:-$here/gpu-carry}" ;;

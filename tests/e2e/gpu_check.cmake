@@ -10,4 +10,9 @@ if(LORABENCH_TORCH_CUDA AND LORABENCH_HAVE_NCCL)
                                            $<TARGET_FILE:lorabench-report> ${PROJECT_SOURCE_DIR}
                                            ${CMAKE_CURRENT_BINARY_DIR}/e2e_gpu_check_flow)
   set_tests_properties(e2e_gpu_check_flow PROPERTIES LABELS e2e TIMEOUT 300)
+  # `pack` with this build, then `relocate` and `build` in a copy of the checkout elsewhere (the lent machine's
+  # start without a build), and the refusals of a stale or broken packed build.
+  add_test(NAME e2e_gpu_check_pack COMMAND ${CMAKE_CURRENT_LIST_DIR}/gpu_check_pack.sh ${PROJECT_BINARY_DIR}
+                                           ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/e2e_gpu_check_pack)
+  set_tests_properties(e2e_gpu_check_pack PROPERTIES LABELS e2e TIMEOUT 300)
 endif()
