@@ -330,6 +330,10 @@ run() {
     step build cmake --build "$build" -j "$jobs" --target "${GPU_CHECK_TARGETS[@]}"
   fi
   prebuilt_libraries "$build"
+  # Which CUDA runtime, NCCL and libtorch the binary loads here (one of each; from python3's torch for a
+  # packed build).
+  ldd "$build/src/app/lorabench" 2>&1 | grep -E 'cudart|nccl|torch_cuda|not found' | sed 's/^[[:space:]]*/loads: /' \
+    >>"$OUT/versions.txt"
   if [[ $only_build -eq 1 ]]; then  # `build`: the first command on the lent machine; `run` follows
     RUN_DONE=1
     summarize

@@ -32,10 +32,16 @@ StepRunner::~StepRunner() = default;
 
 namespace {
 
-// A (B, T) int64 host batch as a tensor on `dev` (a copy: the batch's vectors are reused).
+// A (B, T) int64 host batch as a tensor on `dev` (a copy: the batch's vectors are reused). To a GPU through
+// pinned memory, asynchronously: a copy from pageable memory would make the host wait for everything queued
+// on the compute stream (the previous micro-step, its collectives), twice per micro-step. libtorch's pinned
+// allocator does not reuse the staging block before the copy that reads it has run.
 at::Tensor to_device(const std::vector<int64_t>& v, int64_t B, int64_t T, device::Device& dev) {
   at::Tensor h = at::from_blob(const_cast<int64_t*>(v.data()), {B, T}, at::kLong);
-  return dev.is_cuda() ? h.to(device::torch_device(dev)) : h.clone();
+  if (!dev.is_cuda()) return h.clone();
+  at::Tensor pinned = at::empty({B, T}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
+  pinned.copy_(h);
+  return pinned.to(device::torch_device(dev), /*non_blocking=*/true);
 }
 
 void sleep_s(double s) {
