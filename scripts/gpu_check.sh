@@ -596,8 +596,12 @@ pack() {
     configure_gpu "$build" "$torch" "${lb_cache_args[@]}" >/dev/null || die "configuring $build failed"
     cmake --build "$build" -j "${LORABENCH_JOBS:-2}" --target "${GPU_CHECK_TARGETS[@]}" || die "building $build failed"
   fi
-  build=$(cd "$build" && pwd)
-  [[ $build/ == "$here"/* ]] || die "$build is not inside the checkout $here (run relocates from one to the other)"
+  # The source and build directories as CMake wrote them into the CTest files (which run rewrites there).
+  local cache=$build/CMakeCache.txt src_dir build_dir
+  src_dir=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$cache" 2>/dev/null)
+  build_dir=$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$cache" 2>/dev/null)
+  [[ -n $src_dir && -n $build_dir ]] || die "$build is not a configured CMake build"
+  [[ $(cd "$src_dir" && pwd -P) == "$(cd "$here" && pwd -P)" ]] || die "$build was configured from $src_dir, not this checkout"
   local packed=$dir/prebuilt t f
   rm -rf "$packed"
   mkdir -p "$packed"
@@ -614,8 +618,8 @@ pack() {
   touch "$packed/.packed"
   {
     echo "tree=$(tree_hash)"
-    echo "source=$here"
-    echo "build=$build"
+    echo "source=$src_dir"
+    echo "build=$build_dir"
     echo "mpiexec=$(sed -n 's/^MPIEXEC_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt")"
     local version_py
     version_py=$(find "$(sed -n 's/^LORABENCH_TORCH:[A-Z]*=//p' "$build/CMakeCache.txt")" -maxdepth 6 \

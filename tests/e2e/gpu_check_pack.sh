@@ -35,6 +35,9 @@ printf '#!/usr/bin/env bash\nexec %s "$@"\n' "$(command -v mpiexec)" >bin/mpiexe
 chmod +x bin/mpiexec
 export PATH="$work/bin:$PATH"
 co=$work/checkout
+# A build belongs to the checkout it was configured from: the copy cannot pack this one.
+LB_GPU_CHECK_PACK_BUILD=$build run 1 foreign.log "$co/scripts/gpu_check.sh" pack "$work/carry2"
+expect_in foreign.log "$build was configured from $src, not this checkout"
 run 0 relocate.log "$co/scripts/gpu_check.sh" relocate "$work/carry"
 expect_in relocate.log "relocated $work/carry/prebuilt to $co/build-gpu"
 expect_re relocate.log '^lorabench [0-9]+\.[0-9]+\.[0-9]+ '
