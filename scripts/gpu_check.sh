@@ -39,6 +39,11 @@
 #                                         that machine's torch release (default 2.11.0, the image's; its wheel
 #                                         from PyPI) in build directory DIR (default build-preflight/) and
 #                                         runs its ctest here
+#   scripts/gpu_check.sh preflight-peers [BUILD]
+#                                         here: the benchmark's peers and profilers with the image's torch,
+#                                         transformers and their companions (a venv beside this project's),
+#                                         on the CPU with BUILD's (default build/) lorabench: its e2e cases
+#                                         valid and profiles
 #   scripts/gpu_check.sh env DIR          prints the environment `run` uses (to source it by hand)
 #
 # Every step of `run` is timed and its outcome recorded; a failing step does not stop the later ones, and the
@@ -65,6 +70,10 @@ LIMIT_MIB=60
 # The torch release of the lent machine's image (its python3's torch: 2.11.0+cu130 when last read, 2026-11):
 # what `preflight` builds against.
 IMAGE_TORCH=2.11.0
+# The image's Python packages that the benchmark's peers import, at the versions its pip list showed
+# (2026-11; peft's version was not read there: the project's pin stands in for it). preflight-peers runs
+# the peers with them here.
+IMAGE_PEERS=(transformers==5.17.0 accelerate==1.15.0 huggingface_hub==1.33.0 tokenizers==0.23.2 safetensors==0.8.0)
 # What `run` builds there, and nothing else (118 of the build's 210 steps; the other test binaries are not
 # worth the lent minutes): the binaries, `profile`'s lorabench-profile-ops, the gpu-labelled tests'
 # executables and the device unit tests. tests/e2e/gpu_check_targets.sh checks here that every gpu test's
@@ -550,6 +559,53 @@ preflight() {
   echo "gpu_check: lorabench builds and passes its tests against torch $version"
 }
 
+# preflight_peers BUILD: the benchmark's Python side as the GPU machine's image has it, run here on the CPU:
+# a venv layered on this project's one (its peft, numpy, ... seen through a .pth) with the image's torch
+# release and IMAGE_PEERS installed in it, then the benchmark's end-to-end cases `valid` (run_bench.py,
+# lorabench against transformers + peft eager, equal work checked) and `profiles` (profile_peer.py eager,
+# compiled, fp32, FSDP2 on 2 ranks, and `gpu_check.sh profile` on the CPU) with BUILD's binaries. An API
+# difference between the versions the project pins and the image's then fails here, not in the lent minutes.
+preflight_peers() {
+  local build=$1 base venv site whl
+  [[ -x $build/src/app/lorabench && -x $build/bench/lorabench-profile-ops ]] ||
+    die "no lorabench or lorabench-profile-ops in $build: scripts/build.sh first"
+  base=$("$here/scripts/torch-venv.sh")
+  [[ -x $base/bin/python ]] || die "no venv at $base: run scripts/install-deps.sh first"
+  site=$(torch_release "$IMAGE_TORCH")
+  whl=$(ls "$site/wheel/torch-$IMAGE_TORCH"-*.whl 2>/dev/null | head -n 1)
+  if [[ -z $whl ]]; then
+    "$base/bin/python" -m pip download --quiet --no-deps --only-binary=:all: -d "$site/wheel" "torch==$IMAGE_TORCH" ||
+      die "pip download torch==$IMAGE_TORCH failed (PyPI is needed)"
+    whl=$(ls "$site/wheel/torch-$IMAGE_TORCH"-*.whl | head -n 1)
+  fi
+  venv=$(dirname "$base")/peers-image-torch-$IMAGE_TORCH
+  if [[ ! -x $venv/bin/python ]]; then
+    "$base/bin/python" -m venv "$venv" || die "cannot make the venv $venv"
+    local sp
+    sp=$("$base/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    echo "$sp" >"$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/project_venv.pth"
+  fi
+  # torch without its dependencies (the nvidia-* libraries come through the project's venv), the rest with
+  # theirs; both kept when already there at these versions.
+  "$venv/bin/python" -m pip install --quiet --no-deps "$whl" && "$venv/bin/python" -m pip install --quiet "${IMAGE_PEERS[@]}" ||
+    die "cannot install torch $IMAGE_TORCH and ${IMAGE_PEERS[*]} into $venv"
+  "$venv/bin/python" -c 'import torch, transformers, peft, accelerate
+print("gpu_check preflight-peers: torch", torch.__version__, "transformers", transformers.__version__, "peft", peft.__version__,
+      "accelerate", accelerate.__version__)' || die "the venv $venv does not import the peers"
+  local work=$build/preflight-peers c bin rc=0
+  rm -rf "$work"
+  for c in valid profiles; do
+    bin=$build/src/app/lorabench
+    [[ $c == profiles ]] && bin=$build/bench/lorabench-profile-ops
+    if "$here/tests/e2e/bench_peers_e2e.sh" "$c" "$venv/bin/python" "$bin" "$here" "$work" >"$work-$c.log" 2>&1; then
+      echo "gpu_check preflight-peers: $c passed"
+    else
+      echo "gpu_check preflight-peers: $c FAILED ($work-$c.log)"; tail -n 20 "$work-$c.log"; rc=1
+    fi
+  done
+  return $rc
+}
+
 # torch_release VERSION: that release's libtorch (the wheel from PyPI, its include/, lib/ and share/ unpacked
 # beside this project's venv, with the venv's nvidia-* libraries linked beside it); prints the directory
 # that holds torch/.
@@ -641,6 +697,7 @@ case "${1:-}" in
     eval "$(environment "$d")"  # the carried mpiexec is what the CTest files are rewritten to
     use_prebuilt "$d/prebuilt" "$here/build-gpu" ;;
   preflight) preflight "${2:-$IMAGE_TORCH}" "${3:-$here/build-preflight}" ;;
+  preflight-peers) preflight_peers "$(cd "${2:-$here/build}" && pwd)" ;;
   bench) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh bench OUT_DIR [CARRY_DIR]"; bench "$2" "${3:-$here/gpu-carry}" ;;
   profile) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh profile OUT_DIR [CARRY_DIR]"; profile "$2" "${3:-$here/gpu-carry}" ;;
   run) [[ $# -ge 2 ]] || die "usage: scripts/gpu_check.sh run OUT_DIR [CARRY_DIR]"; run "$2" "${3:-$here/gpu-carry}" ;;
