@@ -603,6 +603,29 @@ print("gpu_check preflight-peers: torch", torch.__version__, "transformers", tra
       echo "gpu_check preflight-peers: $c FAILED ($work-$c.log)"; tail -n 20 "$work-$c.log"; rc=1
     fi
   done
+  # Liger Kernel's kernels need CUDA, but whether it patches this transformers' Qwen2 (its RMSNorm, MLP,
+  # rotary embedding and the fused linear + cross-entropy forward) shows here: the pinned wheel, as carried.
+  local liger=$venv-liger
+  rm -rf "$liger"
+  if "$venv/bin/python" -m pip download --quiet --no-deps --only-binary=:all: -d "$liger/wheel" -r "$WHEELS_REQUIREMENTS" &&
+     "$venv/bin/python" -m pip install --quiet --no-deps --target "$liger/site" "$liger"/wheel/*.whl &&
+     PYTHONPATH=$liger/site "$venv/bin/python" - <<'PY'
+from importlib.metadata import version
+from transformers.models.qwen2 import modeling_qwen2 as mq
+from liger_kernel.transformers import apply_liger_kernel_to_qwen2
+names = ("Qwen2RMSNorm", "Qwen2MLP", "apply_rotary_pos_emb")
+before = [getattr(mq, n) for n in names] + [mq.Qwen2ForCausalLM.forward]
+apply_liger_kernel_to_qwen2()
+after = [getattr(mq, n) for n in names] + [mq.Qwen2ForCausalLM.forward]
+missed = [n for n, b, a in zip(names + ("Qwen2ForCausalLM.forward",), before, after) if a is b]
+if missed:
+    raise SystemExit(f"liger-kernel {version('liger-kernel')} did not patch {', '.join(missed)}")
+print(f"gpu_check preflight-peers: liger-kernel {version('liger-kernel')} patches Qwen2's RMSNorm, MLP, rotary "
+      "embedding and forward (its kernels need the GPU)")
+PY
+  then :; else
+    echo "gpu_check preflight-peers: liger FAILED"; rc=1
+  fi
   return $rc
 }
 
