@@ -464,7 +464,8 @@ PY
   fi
   prebuilt_libraries "$build" || { unusable "python3 has no torch here, whose libraries the packed build needs"; return 1; }
   local out
-  if ! out=$("$build/src/app/lorabench" --version 2>&1); then
+  # Every symbol bound at start (LD_BIND_NOW): a function the loaded libraries lack fails here, not later.
+  if ! out=$(LD_BIND_NOW=1 "$build/src/app/lorabench" --version 2>&1); then
     echo "$out"
     unusable "its lorabench does not start here: $(tail -n 1 <<<"$out")"
     return 1
