@@ -11,6 +11,7 @@
 
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/hash.hpp"
+#include "lorabench/device/torch_device.hpp"
 #include "lorabench/model/gemm.hpp"
 #include "lorabench/model/weights.hpp"
 #include "attention.hpp"
@@ -31,10 +32,11 @@ at::Tensor dropout_multiplier(const LayerContext& ctx, Proj p, int64_t rows, int
   const double prob = ctx.model->lora.dropout;
   uint64_t seed = splitmix64(ctx.dropout.seed ^ splitmix64(uint64_t(ctx.layer) * 131 + uint64_t(p) + 1));
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
-  // Drawn on the CPU on every device, so that a GPU run sees the masks of a CPU run of the same seed.
-  at::Tensor keep = at::empty({rows, cols}, at::kFloat).bernoulli_(1.0 - prob, gen);
+  // Drawn on the CPU on every device, so that a GPU run sees the masks of a CPU run of the same seed; sent
+  // to a GPU without the host waiting for the layer's queued work (device::host_tensor).
+  at::Tensor keep = device::host_tensor({rows, cols}, at::kFloat, ctx.device).bernoulli_(1.0 - prob, gen);
   keep.mul_(1.0 / (1.0 - prob));
-  return ctx.device.is_cpu() ? keep : keep.to(ctx.device, /*non_blocking=*/true);
+  return keep.to(ctx.device, /*non_blocking=*/true);
 }
 
 bool use_dropout(const LayerContext& ctx) { return ctx.dropout.active && ctx.model->lora.dropout > 0; }

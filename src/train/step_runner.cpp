@@ -32,16 +32,13 @@ StepRunner::~StepRunner() = default;
 
 namespace {
 
-// A (B, T) int64 host batch as a tensor on `dev` (a copy: the batch's vectors are reused). To a GPU through
-// pinned memory, asynchronously: a copy from pageable memory would make the host wait for everything queued
-// on the compute stream (the previous micro-step, its collectives), twice per micro-step. libtorch's pinned
-// allocator does not reuse the staging block before the copy that reads it has run.
+// A (B, T) int64 host batch as a tensor on `dev` (a copy: the batch's vectors are reused), sent to a GPU
+// without the host waiting for the previous micro-step (device::host_tensor).
 at::Tensor to_device(const std::vector<int64_t>& v, int64_t B, int64_t T, device::Device& dev) {
-  at::Tensor h = at::from_blob(const_cast<int64_t*>(v.data()), {B, T}, at::kLong);
-  if (!dev.is_cuda()) return h.clone();
-  at::Tensor pinned = at::empty({B, T}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
-  pinned.copy_(h);
-  return pinned.to(device::torch_device(dev), /*non_blocking=*/true);
+  const c10::Device on = device::torch_device(dev);
+  at::Tensor h = device::host_tensor({B, T}, at::kLong, on);
+  h.copy_(at::from_blob(const_cast<int64_t*>(v.data()), {B, T}, at::kLong));
+  return h.to(on, /*non_blocking=*/true);
 }
 
 void sleep_s(double s) {

@@ -212,6 +212,17 @@ TEST(GpuMetrics, CachingAllocatorStatisticsAndWindow) {
   EXPECT_LT(d.memory().peak - base, int64_t(64) << 20);
 }
 
+TEST(GpuDevice, HostTensorIsPageLockedAndArrivesWhole) {
+  const c10::Device on = device::torch_device(gpu());
+  at::Tensor h = device::host_tensor({64, 257}, at::kLong, on);
+  EXPECT_TRUE(h.device().is_cpu());
+  EXPECT_TRUE(h.is_pinned());  // so that .to(on, non_blocking) does not wait for the queued work
+  h.copy_(at::arange(64 * 257, at::kLong).view({64, 257}));
+  at::Tensor d = h.to(on, /*non_blocking=*/true);
+  EXPECT_TRUE(d.is_cuda());
+  EXPECT_TRUE(at::equal(d.to(at::kCPU), h));
+}
+
 TEST(GpuMetrics, EventTimerSeesTheKernelsNotTheLaunch) {
   device::Device& d = gpu();
   const auto on = at::TensorOptions().dtype(at::kFloat).device(device::torch_device(d));

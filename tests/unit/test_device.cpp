@@ -8,6 +8,7 @@
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/device/device.hpp"
+#include "lorabench/device/torch_device.hpp"
 #include "lorabench/metrics/memory.hpp"
 
 using namespace lorabench;
@@ -189,4 +190,15 @@ TEST(CpuDevice, DescribesItselfAndMakeDeviceRefusesCpu) {
     c.index = 0;
     EXPECT_THROW(device::make_device(c), ConfigError);
   }
+}
+
+TEST(CpuDevice, HostTensorForTheCpuIsOrdinaryMemoryAndStaysPut) {
+  const c10::Device cpu(c10::DeviceType::CPU);
+  at::Tensor h = device::host_tensor({3, 5}, at::kLong, cpu);
+  EXPECT_EQ(h.sizes(), (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(h.scalar_type(), at::kLong);
+  EXPECT_TRUE(h.device().is_cpu());
+  EXPECT_FALSE(h.is_pinned());  // page-locked memory only for a GPU
+  // Bound for the CPU, the "copy" is the tensor itself: no second copy of every batch.
+  EXPECT_EQ(h.to(cpu, /*non_blocking=*/true).data_ptr(), h.data_ptr());
 }
