@@ -15,7 +15,7 @@
 #             GPU), and scripts/gpu_check.sh profile with both on the CPU
 #             on the tiny shape: each prints a group table with GEMMs and libtorch's flash attention kernels
 #             (and, compiled, torch.compile's generated kernels), adding up to the step; and
-#             bench/attention_cpu.py at T = 64: its check against the fp64 formula and its six rows
+#             bench/attention_cpu.py at T = 64: its check against the fp64 formula and its eight rows
 set -euo pipefail
 case_name="$1" py="$2" lorabench="$3" src="$4" work="$5"
 mkdir -p "$work"
@@ -251,8 +251,8 @@ PY
       { cat "$out.attn" "$err"; echo "FAIL: attention_cpu.py failed"; exit 1; }
     grep -qE "^flash kernel against the fp64 formula .*forward bf16 [0-9.e+-]+, forward fp32 .*backward bf16 [0-9.e+-]+$" "$out.attn" ||
       { cat "$out.attn"; echo "FAIL: attention_cpu.py printed no error check"; exit 1; }
-    [[ $(grep -cE "^\| (flash|forward's|backward's) .* \| [0-9]+\.[0-9]+ \| [0-9]+\.[0-9] \|$" "$out.attn") == 6 ]] ||
-      { cat "$out.attn"; echo "FAIL: attention_cpu.py's table lacks its 6 rows"; exit 1; }
+    [[ $(grep -cE "^\| (flash|forward's|backward's) .* \| [0-9]+\.[0-9]+ \| [0-9]+\.[0-9] \|$" "$out.attn") == 8 ]] ||
+      { cat "$out.attn"; echo "FAIL: attention_cpu.py's table lacks its 8 rows"; exit 1; }
     rc=0; "$py" "$src/bench/attention_cpu.py" --seq 0 >"$out.bad" 2>&1 || rc=$?
     [[ $rc == 2 ]] && grep -q -- "--seq and --rounds must be >= 1" "$out.bad" ||
       { cat "$out.bad"; echo "FAIL: attention_cpu.py --seq 0: exit $rc, expected 2"; exit 1; }
