@@ -25,10 +25,10 @@ query head and token forward, twice that backward, the full T x T). docs/results
 """
 import argparse
 import math
-import os
-import time
 
 import torch
+
+from benchlib import best_times, pin_to_first_core
 
 flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 flash_bwd = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward
@@ -66,8 +66,7 @@ def main():
     if args.seq < 1 or args.rounds < 1 or args.min_sample_s <= 0:
         ap.error("--seq and --rounds must be >= 1 and --min-sample-s > 0")
     torch.set_num_threads(1)
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    pin_to_first_core()
     H, K, d, T = 14, 2, 64, args.seq
     g, scale, bf = H // K, 1 / math.sqrt(d), torch.bfloat16
     torch.manual_seed(0)
@@ -132,19 +131,7 @@ def main():
               lambda: flash_bwd(dout_f, qf, k, v, out_f, lse_f, 0.0, False, attn_mask=mask, scale=scale), 2 * fwd_flops),
              ("forward's 2 GEMMs alone, bf16", gemms_fwd, fwd_flops),
              ("backward's 4 GEMMs alone, bf16", gemms_bwd, 2 * fwd_flops)]
-    reps = []
-    for _, fn, _ in cases:
-        fn()
-        t0 = time.perf_counter()
-        fn()
-        reps.append(max(1, int(args.min_sample_s / max(time.perf_counter() - t0, 1e-6))))
-    best = [float("inf")] * len(cases)
-    for _ in range(args.rounds):
-        for i, (_, fn, _) in enumerate(cases):
-            t0 = time.perf_counter()
-            for _ in range(reps[i]):
-                fn()
-            best[i] = min(best[i], (time.perf_counter() - t0) / reps[i])
+    best = best_times([fn for _, fn, _ in cases], args.rounds, args.min_sample_s)
     print(f"causal attention of one layer: T={T}, {H} query heads, {K} key/value heads, head dim {d}, one thread, "
           f"torch {torch.__version__}; best of {args.rounds} rounds of >= {args.min_sample_s:g} s samples")
     print("flash kernel against the fp64 formula (max error / largest value): "

@@ -1,9 +1,10 @@
-"""Helpers shared by the benchmark scripts (run_bench.py, strategies.py)."""
+"""Helpers shared by the benchmark scripts (run_bench.py, strategies.py, frame.py, host_noise.py, the CPU micro-benchmarks)."""
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 
 
 def mpirun(n, device="cpu"):
@@ -88,3 +89,34 @@ def host_noise(seconds, device="cpu", env=None):
                  f"median of {r['windows']} windows of {r['window_s']:g} s "
                  f"(range {r['min_gflops']:.0f}-{r['max_gflops']:.0f}, CV {100 * r['cv']:.1f}%): {verdict}")
     return r
+
+
+def pin_to_first_core():
+    """Keep this process on the first core it may use, where mpirun --bind-to core puts rank 0."""
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+
+
+def best_times(fns, rounds, min_sample_s, sync=lambda: None):
+    """Best seconds per call of each of fns, timed interleaved: each fn is called once to warm up (kernel
+    selection, first touch) and once more to size its sample (enough calls for >= min_sample_s); then
+    `rounds` rounds time one sample of every fn in turn, so that a slow spell of the machine hits all of
+    them alike. sync() is called before each clock read (on a GPU, torch.cuda.synchronize)."""
+    reps = []
+    for fn in fns:
+        fn()
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        reps.append(max(1, int(min_sample_s / max(time.perf_counter() - t0, 1e-6))))
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for i, fn in enumerate(fns):
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(reps[i]):
+                fn()
+            sync()
+            best[i] = min(best[i], (time.perf_counter() - t0) / reps[i])
+    return best

@@ -17,12 +17,10 @@ of --rounds. Prints a Markdown table (ms per GEMM and GFLOP/s) and whether this 
     python bench/bf16_gemm_routes.py [--rounds 3] [--min-sample-s 0.2]
 """
 import argparse
-import os
-import time
 
 import torch
 
-from benchlib import cpu_bf16_gemm_native
+from benchlib import best_times, cpu_bf16_gemm_native, pin_to_first_core
 
 def widened_in_blocks(a, b):
     """src/model/gemm.cpp's mm_widened, rounded to bf16: blocks of a wide transposed b's columns (N >= 4K),
@@ -66,25 +64,16 @@ def main():
     ap.add_argument("--min-sample-s", type=float, default=0.2)
     args = ap.parse_args()
     torch.set_num_threads(1)
-    if hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    pin_to_first_core()
     torch.manual_seed(0)
     cases = []
     for name, m, k, n, trans in SHAPES:
         a = torch.randn(m, k).to(torch.bfloat16)
         b = torch.randn(n, k).to(torch.bfloat16)
         b = b.t() if trans else b.view(k, n)
-        for route, fn in routes(a, b).items():
-            t0 = time.perf_counter()
-            fn()  # warm-up, and how many repetitions fill a sample
-            reps = max(1, int(args.min_sample_s / max(time.perf_counter() - t0, 1e-6)))
-            cases.append({"shape": name, "mkn": (m, k, n), "route": route, "fn": fn, "reps": reps, "best": 1e30})
-    for _ in range(args.rounds):
-        for c in cases:
-            t0 = time.perf_counter()
-            for _ in range(c["reps"]):
-                c["fn"]()
-            c["best"] = min(c["best"], (time.perf_counter() - t0) / c["reps"])
+        cases += [{"shape": name, "route": route, "fn": fn} for route, fn in routes(a, b).items()]
+    for c, best in zip(cases, best_times([c["fn"] for c in cases], args.rounds, args.min_sample_s)):
+        c["best"] = best
     native = cpu_bf16_gemm_native()
     print(f"CPU: {'AVX-512 (oneDNN bf16 GEMMs)' if native else 'no AVX-512 (libtorch bf16 GEMMs: reference loops)'}, "
           f"torch {torch.__version__}, {torch.backends.cpu.get_cpu_capability()}, 1 thread, best of {args.rounds}")

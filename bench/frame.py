@@ -29,7 +29,7 @@ import time
 
 import torch
 
-from benchlib import cpu_gemm_dtype
+from benchlib import best_times, cpu_gemm_dtype, pin_to_first_core
 
 HEAD_CHUNK = 16384  # lorabench's vocabulary chunk (docs/model.md)
 
@@ -87,22 +87,10 @@ def measure(cfg, tokens, dtype, device, rounds, min_sample_s):
         b = torch.randn(n, k, device=device).to(dtype).to(widen_to)
         b = b.t() if trans else b.view(k, n)
         c = torch.empty(m, n, device=device, dtype=widen_to)
-        torch.mm(a, b, out=c)  # warm-up: kernel selection, first touch
-        sync()
-        t0 = time.perf_counter()
-        torch.mm(a, b, out=c)
-        sync()
-        reps = max(1, int(min_sample_s / max(time.perf_counter() - t0, 1e-6)))
-        cases.append({"name": name, "mkn": [m, k, n], "count": count, "reps": reps, "best_s": float("inf"),
-                      "a": a, "b": b, "c": c})
-    for _ in range(rounds):
-        for x in cases:
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(x["reps"]):
-                torch.mm(x["a"], x["b"], out=x["c"])
-            sync()
-            x["best_s"] = min(x["best_s"], (time.perf_counter() - t0) / x["reps"])
+        cases.append({"name": name, "mkn": [m, k, n], "count": count,
+                      "fn": lambda a=a, b=b, c=c: torch.mm(a, b, out=c)})
+    for x, best in zip(cases, best_times([x["fn"] for x in cases], rounds, min_sample_s, sync)):
+        x["best_s"] = best
     flops = sum(2.0 * x["mkn"][0] * x["mkn"][1] * x["mkn"][2] * x["count"] for x in cases)
     seconds = sum(x["best_s"] * x["count"] for x in cases)
     shapes = [{"name": x["name"], "mkn": x["mkn"], "count": x["count"],
@@ -122,8 +110,8 @@ def main():
     ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16", help="the model's dtype")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    if args.device == "cpu" and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # like mpirun --bind-to core, rank 0
+    if args.device == "cpu":
+        pin_to_first_core()
     with open(os.path.join(args.model, "config.json")) as f:
         cfg = json.load(f)
     tokens = args.seq * args.batch

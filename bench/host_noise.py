@@ -21,13 +21,12 @@ benchlib.host_noise runs it and calls a CV above 5% not quiet.
 """
 import argparse
 import json
-import os
 import statistics
 import time
 
 import torch
 
-from benchlib import cpu_gemm_dtype
+from benchlib import cpu_gemm_dtype, pin_to_first_core
 
 
 def measure(seconds, window_s, device="cpu", m=256, k=896, n=9728):
@@ -71,8 +70,8 @@ def main():
     if args.seconds <= 0 or args.window_s <= 0:
         raise SystemExit("host_noise: --seconds and --window-s must be > 0")
     torch.set_num_threads(1)
-    if args.device == "cpu" and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})  # like mpirun --bind-to core, rank 0
+    if args.device == "cpu":
+        pin_to_first_core()
     rows = 16384 if args.device == "cuda" else 256
     print(json.dumps(measure(args.seconds, args.window_s, args.device, m=rows)), flush=True)
 
