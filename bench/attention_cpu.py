@@ -128,7 +128,8 @@ def main():
              ("flash forward, bf16, query heads folded, explicit mask",
               lambda: flash(qf, k, v, 0.0, False, attn_mask=mask, scale=scale), fwd_flops),
              ("flash backward, bf16, query heads folded, explicit mask",
-              lambda: flash_bwd(dout_f, qf, k, v, out_f, lse_f, 0.0, False, attn_mask=mask, scale=scale), 2 * fwd_flops),
+              lambda: flash_bwd(dout_f, qf, k, v, out_f, lse_f, 0.0, False, attn_mask=mask, scale=scale),
+              2 * fwd_flops),
              ("forward's 2 GEMMs alone, bf16", gemms_fwd, fwd_flops),
              ("backward's 4 GEMMs alone, bf16", gemms_bwd, 2 * fwd_flops)]
     best = best_times([fn for _, fn, _ in cases], args.rounds, args.min_sample_s)

@@ -1,4 +1,5 @@
-"""Helpers shared by the benchmark scripts (run_bench.py, strategies.py, frame.py, host_noise.py, the CPU micro-benchmarks)."""
+"""Helpers shared by the benchmark scripts (run_bench.py, strategies.py, frame.py, host_noise.py and the CPU
+micro-benchmarks)."""
 import json
 import os
 import re
