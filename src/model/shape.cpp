@@ -112,6 +112,11 @@ ModelShape load_hf_config(const std::string& path) {
   s.max_positions = j.contains("max_position_embeddings") ? get_int("max_position_embeddings") : 32768;
   if (s.heads <= 0 || s.kv_heads <= 0 || s.heads % s.kv_heads != 0)
     throw IoError(path + ": num_attention_heads must be a positive multiple of num_key_value_heads");
+  // Without head_dim, transformers takes hidden_size // num_attention_heads, which is 0 when there are
+  // more heads than hidden units.
+  if (s.head_dim <= 0)
+    throw IoError(path + ": head dimension hidden_size / num_attention_heads = " + std::to_string(s.hidden) + " / " +
+                  std::to_string(s.heads) + " is 0 (give head_dim, or fewer heads)");
   if (s.head_dim % 2 != 0) throw IoError(path + ": head dimension must be even for rotary embeddings");
   // The parameter count (int64 arithmetic in total_params) must not overflow: 2^50 is far beyond any model.
   const double d = double(s.hidden), q = double(s.heads) * double(s.head_dim), kv = double(s.kv_heads) * double(s.head_dim);
