@@ -80,6 +80,7 @@ int plan_main(MpiSession& mpi, int argc, char** argv) {
   // The probe runs the kernels the run would.
   model::set_fused_cpu_kernels(cfg.model.fused_kernels);
   model::set_cuda_attention(model::parse_cuda_attention(cfg.model.cuda_attention));
+  model::set_cpu_attention(model::parse_cpu_attention(cfg.model.cpu_attention));
 
   train::PlanOptions o;
   o.worlds = worlds.empty() ? std::vector<int>{1, 2, 4} : parse_worlds(worlds);

@@ -178,6 +178,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   vctx.nccl_built = comm::nccl_built();
   vctx.cuda_available = device::cuda_visible_devices() > 0;
   vctx.cuda_built = device::cuda_built();
+  vctx.cpu_blocked_attention = model::cpu_blocked_attention_available();
   validate_run_config(cfg, vctx);
   train::validate_checkpoint_config(cfg);
   if (print_config) {
@@ -189,6 +190,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   set_threads(cfg.parallel.threads_per_rank);
   model::set_fused_cpu_kernels(cfg.model.fused_kernels);
   model::set_cuda_attention(model::parse_cuda_attention(cfg.model.cuda_attention));
+  model::set_cpu_attention(model::parse_cpu_attention(cfg.model.cpu_attention));
 
   comm::Topology topo = comm::discover_topology(mpi.world(), cfg.parallel.emulate_nodes, 0);
   std::unique_ptr<device::Device> gpu;

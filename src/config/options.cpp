@@ -180,8 +180,12 @@ std::vector<OptionSpec> build_table() {
                        {"auto", "flash", "efficient"}, "auto",
                        "attention kernel on a GPU: flash = FlashAttention-2 (bf16 only; key/value heads as they "
                        "are), efficient = the memory-efficient kernel (fp32 and bf16; key/value heads repeated to "
-                       "the query heads), auto = flash for bf16, efficient for fp32. The CPU runs libtorch's CPU "
-                       "flash kernel whatever this says"));
+                       "the query heads), auto = flash for bf16, efficient for fp32"));
+  t.push_back(enum_opt("model.cpu_attention", &RC::model, &ModelSection::cpu_attention, {"auto", "flash", "blocked"},
+                       "auto",
+                       "attention kernel on the CPU: blocked = lorabench's (bf16 only; needs AVX-512 BF16), flash "
+                       "= libtorch's CPU flash kernel, auto = blocked for bf16 where the CPU has AVX-512 BF16, "
+                       "flash otherwise"));
 
   // [lora]
   t.push_back(bool_opt("lora.enabled", &RC::lora, &LoraSection::enabled, true,
@@ -525,6 +529,12 @@ void validate_run_config(const RunConfig& c, const ValidationContext& ctx) {
   if (c.model.cuda_attention == "flash" && c.model.dtype == "fp32")
     add("model.cuda_attention", "flash (FlashAttention-2) has no fp32 kernel; with model.dtype = fp32 use auto or "
                                 "efficient, or set model.dtype = bf16");
+  if (c.model.cpu_attention == "blocked" && c.model.dtype == "fp32")
+    add("model.cpu_attention", "blocked is a bf16 kernel; with model.dtype = fp32 use auto or flash, or set "
+                               "model.dtype = bf16");
+  else if (c.model.cpu_attention == "blocked" && p.device != "cuda" && !ctx.cpu_blocked_attention)
+    add("model.cpu_attention", "blocked needs a CPU with AVX-512 BF16 (and libtorch's brgemm for it); this one "
+                               "has not: use auto or flash");
   if (!c.model.fused_head && p.strategy == "fsdp")
     add("model.fused_head", "the unfused reference head needs the whole head on one rank; fsdp shards it "
                             "(compare the paths with single or ddp)");

@@ -6,6 +6,8 @@
 #include <string>
 #include <tuple>
 
+#include "attention_cpu.hpp"
+#include "profile_scope.hpp"
 #include "lorabench/core/error.hpp"
 #include "lorabench/model/qwen2.hpp"
 
@@ -14,6 +16,21 @@ namespace lorabench::model {
 namespace {
 
 CudaAttention g_cuda_attention = CudaAttention::kAuto;
+CpuAttention g_cpu_attention = CpuAttention::kAuto;
+
+// Whether CPU tensors of this dtype go to lorabench's blocked kernel (else libtorch's CPU flash kernel).
+bool use_blocked(at::ScalarType dt) {
+  if (g_cpu_attention == CpuAttention::kFlash) return false;
+  if (g_cpu_attention == CpuAttention::kBlocked) {
+    LB_CHECK(dt == at::kBFloat16, "attention: model.cpu_attention = blocked is a bf16 kernel (model.dtype = fp32 "
+                                  "runs libtorch's flash kernel: use auto or flash)");
+    LB_CHECK(cpu_attention::brgemm_available(),
+             "attention: model.cpu_attention = blocked needs a CPU with AVX-512 BF16 and libtorch's brgemm for it "
+             "(this one has not: use auto or flash)");
+    return true;
+  }
+  return dt == at::kBFloat16 && cpu_attention::brgemm_available();
+}
 
 // Whether CUDA tensors of this dtype go to FlashAttention-2 (else the memory-efficient kernel).
 bool use_flash(at::ScalarType dt) {
@@ -69,6 +86,9 @@ at::Tensor attention_forward(const at::Tensor& qkv, int64_t B, int64_t T, int64_
                                                            /*is_causal=*/true, scale);
     out = std::get<0>(res);
     *lse = std::get<1>(res);
+  } else if (use_blocked(qkv.scalar_type())) {
+    ProfileScope scope("lb::attention_kernel");
+    return cpu_attention::forward(qkv.contiguous(), B, T, H, K, d, lse, cpu_attention::BlockGemm::kBrgemm);
   } else {
     std::tie(out, *lse) = at::_scaled_dot_product_flash_attention_for_cpu(h.q, h.k, h.v, 0.0, /*is_causal=*/true,
                                                                           {}, scale);
@@ -102,7 +122,12 @@ at::Tensor attention_backward(const at::Tensor& dout, const at::Tensor& qkv, con
     }
     return at::cat({dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)}, 2).reshape({B * T, (H + 2 * K) * d});
   }
-  // bf16 runs libtorch's backward in fp32 (its inputs and results are one layer's q|k|v rows, cast once
+  if (use_blocked(qkv.scalar_type())) {
+    ProfileScope scope("lb::attention_kernel");
+    return cpu_attention::backward(dout, qkv.contiguous(), out.contiguous(), lse, B, T, H, K, d,
+                                   cpu_attention::BlockGemm::kBrgemm);
+  }
+  // libtorch's kernel: bf16 runs its backward in fp32 (its inputs and results are one layer's q|k|v rows, cast once
   // each way; for fp32 the casts are no-ops): its bf16 kernel took 1.4x as long as the fp32 one plus the
   // casts (0.5B shape, T = 256, one thread: 10.3 against 7.2 ms per layer) and was further from the fp64
   // formula (max relative error of dq, dk, dv 5e-3..1.4e-2 against 2.5e-3..3.1e-3; test_kernels). The
@@ -118,8 +143,16 @@ at::Tensor attention_backward(const at::Tensor& dout, const at::Tensor& qkv, con
 }
 
 void set_cuda_attention(CudaAttention kernel) { g_cuda_attention = kernel; }
+void set_cpu_attention(CpuAttention kernel) { g_cpu_attention = kernel; }
+bool cpu_blocked_attention_available() { return cpu_attention::brgemm_available(); }
+CpuAttention parse_cpu_attention(const std::string& name) {
+  if (name == "auto") return CpuAttention::kAuto;
+  if (name == "flash") return CpuAttention::kFlash;
+  if (name == "blocked") return CpuAttention::kBlocked;
+  throw Error("model.cpu_attention: unknown kernel \"" + name + "\" (expected auto, flash or blocked)");
+}
 std::string attention_kernel(bool cuda, bool bf16) {
-  if (!cuda) return "cpu_flash";
+  if (!cuda) return use_blocked(bf16 ? at::kBFloat16 : at::kFloat) ? "cpu_blocked" : "cpu_flash";
   return use_flash(bf16 ? at::kBFloat16 : at::kFloat) ? "flash" : "efficient";
 }
 CudaAttention parse_cuda_attention(const std::string& name) {

@@ -234,6 +234,81 @@ LB_DEFINE_ROW(softmax_chunk_row_bf16, softmax_chunk_row,
               (const uint16_t* z, int64_t n, float* m, float* se, float* rs, uint16_t* p, int64_t t, float* zt),
               (z, n, m, se, rs, p, t, zt))
 
+// ---- rows of the blocked CPU attention (attention_cpu.cpp) ------------------------------------------
+
+// Forward: s[0, n) are one query row's raw scores against the keys it sees. Overwrites s with
+// exp(scale * s - max), writes softmax(scale * s) rounded to bf16 to pb[0, n) and zeros to pb[n, n_pad),
+// and returns the row's log-sum-exp, max + log(sum).
+LB_INLINE float attn_probs_row(float* s, int64_t n, int64_t n_pad, float scale, uint16_t* pb) {
+  float lanes[16];
+  for (int k = 0; k < 16; ++k) lanes[k] = -3.0e38f;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 16; ++k) lanes[k] = s[i + k] > lanes[k] ? s[i + k] : lanes[k];
+  float mx = -3.0e38f;
+  for (; i < n; ++i) mx = s[i] > mx ? s[i] : mx;
+  for (int k = 0; k < 16; ++k) mx = lanes[k] > mx ? lanes[k] : mx;
+  const float shift = mx * scale;
+  for (int k = 0; k < 16; ++k) lanes[k] = 0;
+  i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 16; ++k) {
+      const float e = fast_exp(s[i + k] * scale - shift);
+      s[i + k] = e;
+      lanes[k] += e;
+    }
+  float sum = 0;
+  for (; i < n; ++i) {
+    const float e = fast_exp(s[i] * scale - shift);
+    s[i] = e;
+    sum += e;
+  }
+  for (int k = 0; k < 16; ++k) sum += lanes[k];
+  const float inv = 1.0f / sum;
+  for (i = 0; i < n; ++i) st(pb + i, s[i] * inv);
+  for (; i < n_pad; ++i) pb[i] = 0;
+  return shift + std::log(sum);
+}
+LB_INLINE void attn_probs_row_out(float* s, int64_t n, int64_t n_pad, float scale, uint16_t* pb, float* lse) {
+  *lse = attn_probs_row(s, n, n_pad, scale, pb);
+}
+LB_DEFINE_ROW(attn_probs_row_d, attn_probs_row_out,
+              (float* s, int64_t n, int64_t n_pad, float scale, uint16_t* pb, float* lse), (s, n, n_pad, scale, pb, lse))
+
+// Backward: p = exp(scale * s - lse) over [0, n), pb = p rounded to bf16, ds = p * (dp - D); zeros in both
+// over [n, n_pad). ds may be dp.
+LB_INLINE void attn_grad_row(const float* s, const float* dp, int64_t n, int64_t n_pad, float scale, float lse,
+                             float D, uint16_t* pb, float* ds) {
+  int64_t i = 0;
+  for (; i < n; ++i) {
+    const float p = fast_exp(s[i] * scale - lse);
+    st(pb + i, p);
+    ds[i] = p * (dp[i] - D);
+  }
+  for (; i < n_pad; ++i) {
+    pb[i] = 0;
+    ds[i] = 0;
+  }
+}
+LB_DEFINE_ROW(attn_grad_row_d, attn_grad_row,
+              (const float* s, const float* dp, int64_t n, int64_t n_pad, float scale, float lse, float D,
+               uint16_t* pb, float* ds),
+              (s, dp, n, n_pad, scale, lse, D, pb, ds))
+
+// sum of a[i] * b[i] over two bf16 rows, in fp32.
+LB_INLINE float dot_bf16(const uint16_t* a, const uint16_t* b, int64_t n) {
+  float lanes[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 16; ++k) lanes[k] += ld(a[i + k]) * ld(b[i + k]);
+  float sum = 0;
+  for (; i < n; ++i) sum += ld(a[i]) * ld(b[i]);
+  for (int k = 0; k < 16; ++k) sum += lanes[k];
+  return sum;
+}
+LB_INLINE void dot_bf16_out(const uint16_t* a, const uint16_t* b, int64_t n, float* out) { *out = dot_bf16(a, b, n); }
+LB_DEFINE_ROW(dot_bf16_d, dot_bf16_out, (const uint16_t* a, const uint16_t* b, int64_t n, float* out), (a, b, n, out))
+
 // Rotary embedding of one head vector in place (d = 2 * half): forward x1' = x1 c - x2 s, x2' = x2 c + x1 s;
 // the inverse (the backward) rotates by -angle: x1 = x1' c + x2' s, x2 = x2' c - x1' s. fp32, one rounding.
 template <class T>
@@ -481,6 +556,21 @@ void rope_qkv(at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int
       else rope_token_f32(ptr<float>(qkv) + r * width, c + t * half, sn + t * half, H + K, d, dir);
     }
   });
+}
+
+float attention_probs_row(float* s, int64_t n, int64_t n_pad, float scale, uint16_t* pb) {
+  float lse;
+  attn_probs_row_d(s, n, n_pad, scale, pb, &lse);
+  return lse;
+}
+void attention_grad_row(const float* s, const float* dp, int64_t n, int64_t n_pad, float scale, float lse, float D,
+                        uint16_t* pb, float* ds) {
+  attn_grad_row_d(s, dp, n, n_pad, scale, lse, D, pb, ds);
+}
+float dot_row_bf16(const uint16_t* a, const uint16_t* b, int64_t n) {
+  float out;
+  dot_bf16_d(a, b, n, &out);
+  return out;
 }
 
 }  // namespace lorabench::model::kernels

@@ -42,4 +42,16 @@ void online_softmax_chunk(const at::Tensor& z, at::Tensor& m, at::Tensor& se, at
 void rope_qkv(at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H,
               int64_t K, int64_t d, bool inverse);
 
+// Rows of the blocked CPU attention (attention_cpu.cpp), on raw buffers; bf16 is its 16 bits.
+// attention_probs_row: s[0, n) one query row's raw scores against the keys it sees; overwrites s with
+// exp(scale * s - max), writes softmax(scale * s) rounded to bf16 to pb[0, n) and zeros to pb[n, n_pad);
+// returns the row's log-sum-exp (of scale * s).
+float attention_probs_row(float* s, int64_t n, int64_t n_pad, float scale, uint16_t* pb);
+// attention_grad_row: p = exp(scale * s - lse) over [0, n), pb = p rounded to bf16, ds = p * (dp - D); both
+// zero over [n, n_pad). ds may be dp.
+void attention_grad_row(const float* s, const float* dp, int64_t n, int64_t n_pad, float scale, float lse, float D,
+                        uint16_t* pb, float* ds);
+// sum of a[i] * b[i] in fp32.
+float dot_row_bf16(const uint16_t* a, const uint16_t* b, int64_t n);
+
 }  // namespace lorabench::model::kernels

@@ -141,6 +141,34 @@ TEST(Config, CudaAttentionKernel) {
   EXPECT_EQ(parse_run_config("m.ini", "", {"model.cuda_attention=efficient"}).model.cuda_attention, "efficient");
 }
 
+TEST(Config, CpuAttentionKernel) {
+  // model.cpu_attention: auto by default; blocked is bf16 only, and refused on a CPU without AVX-512 BF16,
+  // naming the key and its line.
+  RunConfig c = lorabench::default_run_config();
+  EXPECT_EQ(c.model.cpu_attention, "auto");
+  EXPECT_NE(parse_error("[model]\ncpu_attention = fast\n").find("x.ini:2: model.cpu_attention"), std::string::npos);
+  c = parse_run_config("m.ini", "[model]\ndtype = fp32\ncpu_attention = blocked\n", {});
+  std::string e = validate_error(c, 1);
+  EXPECT_NE(e.find("m.ini:3: model.cpu_attention: blocked is a bf16 kernel"), std::string::npos) << e;
+  c = parse_run_config("m.ini", "[model]\ndtype = bf16\ncpu_attention = blocked\n", {});
+  ValidationContext no_bf16{1, false, false};
+  no_bf16.cpu_blocked_attention = false;
+  try {
+    validate_run_config(c, no_bf16);
+    ADD_FAILURE() << "blocked accepted on a CPU without it";
+  } catch (const lorabench::ConfigError& err) {
+    EXPECT_NE(std::string(err.what()).find("m.ini:3: model.cpu_attention: blocked needs a CPU with AVX-512 BF16"),
+              std::string::npos)
+        << err.what();
+  }
+  EXPECT_NO_THROW(validate_run_config(c, ValidationContext{1, false, false}));
+  for (const char* ok : {"[model]\ndtype = fp32\ncpu_attention = flash\n", "[model]\ndtype = fp32\ncpu_attention = auto\n"}) {
+    c = parse_run_config("m.ini", ok, {});
+    EXPECT_NO_THROW(validate_run_config(c, no_bf16)) << ok;
+  }
+  EXPECT_EQ(parse_run_config("m.ini", "", {"model.cpu_attention=flash"}).model.cpu_attention, "flash");
+}
+
 TEST(Config, BottleneckFaultKeys) {
   // Values out of range name the file, the line and the key.
   std::string e = parse_error("[fault]\nslow_factor = 0.5\ndata_delay_ms = -1\ncomm_delay_ms = soon\nslow_rank = -2\n");

@@ -39,6 +39,7 @@ struct ValidationContext {
   bool nccl_built = false;   // this binary has the NCCL backend
   bool cuda_available = false;  // this process sees a CUDA device
   bool cuda_built = false;      // this binary has the CUDA path
+  bool cpu_blocked_attention = true;  // this CPU runs model.cpu_attention = blocked
 };
 
 // Cross-field and world-size checks (e.g. strategy single on several ranks). Throws one ConfigError

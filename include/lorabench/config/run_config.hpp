@@ -34,6 +34,7 @@ struct ModelSection {
   bool fused_head = true;  // false: the unfused reference LM head + loss (numerics checks)
   bool fused_kernels = true;  // false: the device-generic ATen path on CPU too (what a GPU runs)
   std::string cuda_attention;  // auto | flash | efficient: the attention kernel on a GPU
+  std::string cpu_attention;   // auto | flash | blocked: the attention kernel on the CPU
 };
 
 struct LoraSection {

@@ -110,15 +110,23 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
 void set_fused_cpu_kernels(bool enabled);
 bool fused_cpu_kernels();
 
-// The attention kernel of CUDA tensors (model.cuda_attention; process-wide; the CPU always runs libtorch's
-// CPU flash kernel): kAuto = FlashAttention-2 for bf16, the memory-efficient kernel for fp32 (which
+// The attention kernel of CUDA tensors (model.cuda_attention; process-wide): kAuto = FlashAttention-2 for bf16, the memory-efficient kernel for fp32 (which
 // FlashAttention has no kernel for); kFlash asks for FlashAttention-2 (bf16 only); kEfficient for the
 // memory-efficient kernel in either dtype.
 enum class CudaAttention { kAuto, kFlash, kEfficient };
 void set_cuda_attention(CudaAttention kernel);
 CudaAttention parse_cuda_attention(const std::string& name);  // auto | flash | efficient
+// The attention kernel of CPU tensors (model.cpu_attention; process-wide): kAuto = lorabench's blocked
+// kernel for bf16 where the CPU has brgemm's bf16 route (AVX-512 BF16), libtorch's CPU flash kernel
+// otherwise and for fp32; kFlash asks for libtorch's; kBlocked for lorabench's (bf16 only, and only where
+// cpu_blocked_attention_available()).
+enum class CpuAttention { kAuto, kFlash, kBlocked };
+void set_cpu_attention(CpuAttention kernel);
+CpuAttention parse_cpu_attention(const std::string& name);  // auto | flash | blocked
+bool cpu_blocked_attention_available();
 // The attention kernel a model of this dtype runs, for the run file: "flash" or "efficient" on a GPU (after
-// set_cuda_attention), "cpu_flash" (libtorch's CPU flash kernel) on the CPU.
+// set_cuda_attention); on the CPU (after set_cpu_attention) "cpu_blocked" (lorabench's) or "cpu_flash"
+// (libtorch's CPU flash kernel).
 std::string attention_kernel(bool cuda, bool bf16);
 
 at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);
