@@ -2,7 +2,9 @@
 // model's shapes (one micro-batch of 256 tokens), one thread: is a hand-written kernel still worth keeping?
 // Each row times the fused kernel and the ATen replacement that would take its place (same numerics where
 // ATen has them: fp32 compute, rounded once), best of N, and checks that the two agree before it prints.
-// (Causal attention is no longer compared: lorabench now uses libtorch's own, src/model/attention.cpp.)
+// Causal attention (one layer's 14 query and 2 key/value heads of 64) compares lorabench's blocked bf16
+// kernel with libtorch's CPU flash kernel as lorabench would otherwise call it (src/model/attention.cpp),
+// where the CPU has AVX-512 BF16.
 //
 //   OMP_NUM_THREADS=1 build/bench/lorabench-kernels-vs-aten [--reps N]      (docs/results.md)
 #include <ATen/ATen.h>
@@ -18,7 +20,9 @@
 #include <functional>
 #include <string>
 
+#include "../src/model/attention.hpp"
 #include "../src/model/kernels.hpp"
+#include "lorabench/model/qwen2.hpp"
 #include "lorabench/optim/adamw.hpp"
 
 namespace k = lorabench::model::kernels;
@@ -140,6 +144,43 @@ void run(at::ScalarType dt, const char* name) {
   }
 }
 
+// One layer's causal attention, forward and backward: the blocked kernel against libtorch's flash kernel.
+void run_attention() {
+  namespace m = lorabench::model;
+  if (!m::cpu_blocked_attention_available()) {
+    std::printf("| attention | bf16 | - | not run: this CPU has no AVX-512 BF16 | | | |\n");
+    return;
+  }
+  const int64_t B = 1, T = 256, H = 14, K = 2, d = 64;
+  at::manual_seed(0);
+  const at::Tensor qkv = at::randn({B * T, (H + 2 * K) * d}).to(at::kBFloat16);
+  const at::Tensor dout = at::randn({B * T, H * d}).to(at::kBFloat16);
+  struct Pass {
+    at::Tensor out, lse, dqkv;
+  };
+  auto with = [&](m::CpuAttention kernel, bool backward) {
+    m::set_cpu_attention(kernel);
+    Pass p;
+    p.out = m::attention_forward(qkv, B, T, H, K, d, &p.lse);
+    if (backward) p.dqkv = m::attention_backward(dout, qkv, p.out, p.lse, B, T, H, K, d);
+    return p;
+  };
+  const Pass blocked = with(m::CpuAttention::kBlocked, true), flash = with(m::CpuAttention::kFlash, true);
+  // The backward of each from its own forward.
+  auto bwd_ms = [&](m::CpuAttention kernel, const Pass& p) {
+    m::set_cpu_attention(kernel);
+    return best_ms([&] { m::attention_backward(dout, qkv, p.out, p.lse, B, T, H, K, d); });
+  };
+  const double f_ours = best_ms([&] { with(m::CpuAttention::kBlocked, false); });
+  const double f_aten = best_ms([&] { with(m::CpuAttention::kFlash, false); });
+  const double b_ours = bwd_ms(m::CpuAttention::kBlocked, blocked), b_aten = bwd_ms(m::CpuAttention::kFlash, flash);
+  m::set_cpu_attention(m::CpuAttention::kAuto);
+  row("attention forward (one layer)", "bf16", "libtorch's flash kernel", f_ours, f_aten, max_rel(blocked.out, flash.out),
+      2e-2);
+  row("attention backward (one layer)", "bf16", "libtorch's flash kernel, in fp32", b_ours, b_aten,
+      max_rel(blocked.dqkv, flash.dqkv), 2e-2);
+}
+
 void run_adamw() {
   // The LoRA parameters of the 0.5B shape, r16 on all seven projections: 8.8M fp32 values.
   const int64_t n = 8798208;
@@ -171,6 +212,7 @@ int main(int argc, char** argv) {
   std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
   run(at::kFloat, "fp32");
   run(at::kBFloat16, "bf16");
+  run_attention();
   run_adamw();
   return 0;
 }

@@ -178,8 +178,7 @@ at::Tensor forward(const at::Tensor& qkv, int64_t B, int64_t T, int64_t H, int64
           L[r0 + r] = kernels::attention_probs_row(S.data() + r * z.Tp, r0 + r + 1, endp, z.scale,
                                                    bits(P.data() + r * z.Tp));
         gemm(m, d, endp, z.Tp, d, d, false, P.data(), vpp + bg * z.Te * d, O.data());
-        for (int64_t r = 0; r < m; ++r)
-          for (int64_t c = 0; c < d; ++c) o[(r0 + r) * H * d + c] = bf16(O[r * d + c]);
+        for (int64_t r = 0; r < m; ++r) kernels::round_row_bf16(O.data() + r * d, bits(o + (r0 + r) * H * d), d, 1.0f);
       }
     }
     gemm.release();
@@ -225,8 +224,8 @@ at::Tensor backward(const at::Tensor& dout_in, const at::Tensor& qkv, const at::
   at::Tensor dqkv = at::empty({B * T, z.ld}, at::kBFloat16);
   bf16* gp = dqkv.data_ptr<bf16>();
   at::parallel_for(0, B * H, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> S(kRows * z.Tp), dS(kRows * z.Tp), dQ(kRows * d), Qt(d * kRows);
-    std::vector<bf16> P(kRows * z.Tp), Pp(kRows * z.Tp), dOt(d * kRows);
+    std::vector<float> S(kRows * z.Tp), dP(kRows * z.Tp), dS(kRows * z.Tp), dQ(kRows * d), Qt(d * kRows);
+    std::vector<bf16> Pp(kRows * z.Tp), dOt(d * kRows);
     for (int64_t bh = i0; bh < i1; ++bh) {
       const int64_t b = bh / H, h = bh % H, bg = b * K + h / z.G;
       const bf16* q = x + b * T * z.ld + h * d;
@@ -237,21 +236,26 @@ at::Tensor backward(const at::Tensor& dout_in, const at::Tensor& qkv, const at::
       for (int64_t r0 = 0; r0 < T; r0 += kRows) {
         const int64_t m = std::min(kRows, T - r0), mp = round_up(m, 2), end = r0 + m;
         gemm(m, end, d, z.ld, z.Tp, z.Tp, false, q + r0 * z.ld, ktp + bg * d * z.Tp, S.data());
-        gemm(m, end, d, H * d, z.Tp, z.Tp, false, dO + r0 * H * d, vtp + bg * d * z.Tp, dS.data());
-        for (int64_t r = 0; r < m; ++r) {
+        gemm(m, end, d, H * d, z.Tp, z.Tp, false, dO + r0 * H * d, vtp + bg * d * z.Tp, dP.data());
+        // Rows in pairs: P goes straight into brgemm's pair layout (pair r / 2 at Pp + r Tp). A lone last
+        // row (m odd) pairs with a row of zeros; buffer row m exists then (m < kRows).
+        for (int64_t r = 0; r < m; r += 2) {
           const int64_t t = r0 + r;
-          const float D = kernels::dot_row_bf16(bits(dO + t * H * d), bits(O + t * H * d), d);
-          kernels::attention_grad_row(S.data() + r * z.Tp, dS.data() + r * z.Tp, t + 1, end, z.scale, L[t], D,
-                                      bits(P.data() + r * z.Tp), dS.data() + r * z.Tp);
+          const bool two = r + 1 < m;
+          const float D0 = kernels::dot_row_bf16(bits(dO + t * H * d), bits(O + t * H * d), d);
+          const float D1 = two ? kernels::dot_row_bf16(bits(dO + (t + 1) * H * d), bits(O + (t + 1) * H * d), d) : 0;
+          const float* s0 = S.data() + r * z.Tp;
+          const float* p0 = dP.data() + r * z.Tp;
+          float* g0 = dS.data() + r * z.Tp;
+          kernels::attention_grad_rows(s0, s0 + z.Tp, p0, p0 + z.Tp, t + 1, two ? t + 2 : 0, end, z.scale, L[t],
+                                       two ? L[t + 1] : 0.0f, D0, D1, bits(Pp.data() + r * z.Tp), g0, g0 + z.Tp);
         }
         // dv^T += dO^T P (bf16 operands), over this block's rows.
-        pack_rows(P.data(), z.Tp, m, mp, end, Pp.data(), z.Tp);
         transpose(dO + r0 * H * d, H * d, m, mp, d, dOt.data(), kRows);
         gemm(d, end, mp, kRows, z.Tp, z.Tp, true, dOt.data(), Pp.data(), dvtp + bh * d * z.Tp);
         // dq = scale dS k and dk^T += scale q^T dS, in fp32.
         gemm(m, d, end, z.Tp, d, d, false, dS.data(), kfp + bg * T * d, dQ.data());
-        for (int64_t r = 0; r < m; ++r)
-          for (int64_t c = 0; c < d; ++c) dq[(r0 + r) * z.ld + c] = bf16(dQ[r * d + c] * z.scale);
+        for (int64_t r = 0; r < m; ++r) kernels::round_row_bf16(dQ.data() + r * d, bits(dq + (r0 + r) * z.ld), d, z.scale);
         transpose(q + r0 * z.ld, z.ld, m, m, d, Qt.data(), kRows);
         gemm(d, end, m, kRows, z.Tp, z.Tp, true, Qt.data(), dS.data(), dktp + bh * d * z.Tp);
       }
@@ -260,22 +264,21 @@ at::Tensor backward(const at::Tensor& dout_in, const at::Tensor& qkv, const at::
   });
   // dk and dv of each key/value head: its group's sum, back to token-major rows.
   at::parallel_for(0, B * K, 1, [&](int64_t i0, int64_t i1) {
-    std::vector<float> acc(2 * d);
+    const int64_t n = d * z.Tp;
+    std::vector<float> acc(2 * n), col(d);
     for (int64_t bg = i0; bg < i1; ++bg) {
       const int64_t b = bg / K, g = bg % K;
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (int64_t j = 0; j < z.G; ++j) {
+        const int64_t bh = b * H + g * z.G + j;
+        for (int64_t i = 0; i < n; ++i) acc[i] += dktp[bh * n + i];
+        for (int64_t i = 0; i < n; ++i) acc[n + i] += dvtp[bh * n + i];
+      }
       for (int64_t t = 0; t < T; ++t) {
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int64_t j = 0; j < z.G; ++j) {
-          const int64_t bh = b * H + g * z.G + j;
-          for (int64_t c = 0; c < d; ++c) {
-            acc[c] += dktp[bh * d * z.Tp + c * z.Tp + t];
-            acc[d + c] += dvtp[bh * d * z.Tp + c * z.Tp + t];
-          }
-        }
         bf16* row = gp + (b * T + t) * z.ld;
-        for (int64_t c = 0; c < d; ++c) {
-          row[(H + g) * d + c] = bf16(acc[c] * z.scale);
-          row[(H + K + g) * d + c] = bf16(acc[d + c]);
+        for (int w = 0; w < 2; ++w) {
+          for (int64_t c = 0; c < d; ++c) col[c] = acc[w * n + c * z.Tp + t];
+          kernels::round_row_bf16(col.data(), bits(row + (H + w * K + g) * d), d, w == 0 ? z.scale : 1.0f);
         }
       }
     }

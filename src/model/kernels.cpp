@@ -275,25 +275,46 @@ LB_INLINE void attn_probs_row_out(float* s, int64_t n, int64_t n_pad, float scal
 LB_DEFINE_ROW(attn_probs_row_d, attn_probs_row_out,
               (float* s, int64_t n, int64_t n_pad, float scale, uint16_t* pb, float* lse), (s, n, n_pad, scale, pb, lse))
 
-// Backward: p = exp(scale * s - lse) over [0, n), pb = p rounded to bf16, ds = p * (dp - D); zeros in both
-// over [n, n_pad). ds may be dp.
-LB_INLINE void attn_grad_row(const float* s, const float* dp, int64_t n, int64_t n_pad, float scale, float lse,
-                             float D, uint16_t* pb, float* ds) {
-  int64_t i = 0;
-  for (; i < n; ++i) {
-    const float p = fast_exp(s[i] * scale - lse);
-    st(pb + i, p);
-    ds[i] = p * (dp[i] - D);
+// Backward, two query rows j = 0, 1 at once: p_j = exp(scale * s_j - lse_j) over [0, n_j), ds_j = p_j * (dp_j
+// - D_j), and p_j rounded to bf16 into pb[2c + j] (the pair layout brgemm takes as B); all zero over [n_j,
+// n_pad). No buffer overlaps another (so the loop vectorises without run-time alias checks).
+LB_INLINE void attn_grad_rows(const float* __restrict s0, const float* __restrict s1, const float* __restrict dp0,
+                              const float* __restrict dp1, int64_t n0, int64_t n1, int64_t n_pad, float scale,
+                              float lse0, float lse1, float D0, float D1, uint16_t* __restrict pb,
+                              float* __restrict ds0, float* __restrict ds1) {
+  const int64_t both = n0 < n1 ? n0 : n1;
+  int64_t c = 0;
+  // The pair as one 32-bit word (row 0 in the low half), so the loop vectorises with contiguous stores.
+  for (; c < both; ++c) {
+    const float p0 = fast_exp(s0[c] * scale - lse0), p1 = fast_exp(s1[c] * scale - lse1);
+    uint16_t h0, h1;
+    st(&h0, p0);
+    st(&h1, p1);
+    const uint32_t pair = uint32_t(h0) | (uint32_t(h1) << 16);
+    std::memcpy(pb + 2 * c, &pair, 4);
+    ds0[c] = p0 * (dp0[c] - D0);
+    ds1[c] = p1 * (dp1[c] - D1);
   }
-  for (; i < n_pad; ++i) {
-    pb[i] = 0;
-    ds[i] = 0;
+  for (; c < n_pad; ++c) {
+    const float p0 = c < n0 ? fast_exp(s0[c] * scale - lse0) : 0.0f, p1 = c < n1 ? fast_exp(s1[c] * scale - lse1) : 0.0f;
+    st(pb + 2 * c, p0);
+    st(pb + 2 * c + 1, p1);
+    ds0[c] = c < n0 ? p0 * (dp0[c] - D0) : 0.0f;
+    ds1[c] = c < n1 ? p1 * (dp1[c] - D1) : 0.0f;
   }
 }
-LB_DEFINE_ROW(attn_grad_row_d, attn_grad_row,
-              (const float* s, const float* dp, int64_t n, int64_t n_pad, float scale, float lse, float D,
-               uint16_t* pb, float* ds),
-              (s, dp, n, n_pad, scale, lse, D, pb, ds))
+LB_DEFINE_ROW(attn_grad_rows_d, attn_grad_rows,
+              (const float* s0, const float* s1, const float* dp0, const float* dp1, int64_t n0, int64_t n1,
+               int64_t n_pad, float scale, float lse0, float lse1, float D0, float D1, uint16_t* pb, float* ds0,
+               float* ds1),
+              (s0, s1, dp0, dp1, n0, n1, n_pad, scale, lse0, lse1, D0, D1, pb, ds0, ds1))
+
+// dst = scale * src rounded to bf16.
+LB_INLINE void round_scaled(const float* src, uint16_t* dst, int64_t n, float scale) {
+  for (int64_t i = 0; i < n; ++i) st(dst + i, src[i] * scale);
+}
+LB_DEFINE_ROW(round_scaled_d, round_scaled, (const float* src, uint16_t* dst, int64_t n, float scale),
+              (src, dst, n, scale))
 
 // sum of a[i] * b[i] over two bf16 rows, in fp32.
 LB_INLINE float dot_bf16(const uint16_t* a, const uint16_t* b, int64_t n) {
@@ -563,10 +584,12 @@ float attention_probs_row(float* s, int64_t n, int64_t n_pad, float scale, uint1
   attn_probs_row_d(s, n, n_pad, scale, pb, &lse);
   return lse;
 }
-void attention_grad_row(const float* s, const float* dp, int64_t n, int64_t n_pad, float scale, float lse, float D,
-                        uint16_t* pb, float* ds) {
-  attn_grad_row_d(s, dp, n, n_pad, scale, lse, D, pb, ds);
+void attention_grad_rows(const float* s0, const float* s1, const float* dp0, const float* dp1, int64_t n0, int64_t n1,
+                         int64_t n_pad, float scale, float lse0, float lse1, float D0, float D1, uint16_t* pb,
+                         float* ds0, float* ds1) {
+  attn_grad_rows_d(s0, s1, dp0, dp1, n0, n1, n_pad, scale, lse0, lse1, D0, D1, pb, ds0, ds1);
 }
+void round_row_bf16(const float* src, uint16_t* dst, int64_t n, float scale) { round_scaled_d(src, dst, n, scale); }
 float dot_row_bf16(const uint16_t* a, const uint16_t* b, int64_t n) {
   float out;
   dot_bf16_d(a, b, n, &out);

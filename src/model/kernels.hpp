@@ -47,10 +47,14 @@ void rope_qkv(at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int
 // exp(scale * s - max), writes softmax(scale * s) rounded to bf16 to pb[0, n) and zeros to pb[n, n_pad);
 // returns the row's log-sum-exp (of scale * s).
 float attention_probs_row(float* s, int64_t n, int64_t n_pad, float scale, uint16_t* pb);
-// attention_grad_row: p = exp(scale * s - lse) over [0, n), pb = p rounded to bf16, ds = p * (dp - D); both
-// zero over [n, n_pad). ds may be dp.
-void attention_grad_row(const float* s, const float* dp, int64_t n, int64_t n_pad, float scale, float lse, float D,
-                        uint16_t* pb, float* ds);
+// attention_grad_rows: two query rows j = 0, 1: p_j = exp(scale * s_j - lse_j) over [0, n_j), ds_j = p_j *
+// (dp_j - D_j), p_j rounded to bf16 into pb[2c + j] (brgemm's pair layout); zeros over [n_j, n_pad). No
+// two buffers overlap; n1 = 0 for a lone last row.
+void attention_grad_rows(const float* s0, const float* s1, const float* dp0, const float* dp1, int64_t n0, int64_t n1,
+                         int64_t n_pad, float scale, float lse0, float lse1, float D0, float D1, uint16_t* pb,
+                         float* ds0, float* ds1);
+// dst = scale * src rounded to bf16 (nearest even).
+void round_row_bf16(const float* src, uint16_t* dst, int64_t n, float scale);
 // sum of a[i] * b[i] in fp32.
 float dot_row_bf16(const uint16_t* a, const uint16_t* b, int64_t n);
 
