@@ -175,8 +175,8 @@ void run_attention() {
   const double f_aten = best_ms([&] { with(m::CpuAttention::kFlash, false); });
   const double b_ours = bwd_ms(m::CpuAttention::kBlocked, blocked), b_aten = bwd_ms(m::CpuAttention::kFlash, flash);
   m::set_cpu_attention(m::CpuAttention::kAuto);
-  row("attention forward (one layer)", "bf16", "libtorch's flash kernel", f_ours, f_aten, max_rel(blocked.out, flash.out),
-      2e-2);
+  row("attention forward (one layer)", "bf16", "libtorch's flash kernel", f_ours, f_aten,
+      max_rel(blocked.out, flash.out), 2e-2);
   row("attention backward (one layer)", "bf16", "libtorch's flash kernel, in fp32", b_ours, b_aten,
       max_rel(blocked.dqkv, flash.dqkv), 2e-2);
 }

@@ -3,10 +3,10 @@
 // probabilities block by block from them. Query head h attends with key/value head h / (H / K)
 // (grouped-query attention, transformers' repeat_kv order). CPU (model.cpu_attention, set_cpu_attention in
 // qwen2.hpp): lorabench's blocked kernel for bf16 where the CPU has AVX-512 BF16 (attention_cpu.hpp), else
-// libtorch's flash kernel for CPU; both take the K key/value heads as they are. CUDA (model.cuda_attention, set_cuda_attention in
-// qwen2.hpp): FlashAttention-2 (bf16), which also takes the K heads as they are and returns their
-// gradients summed over each group, or the memory-efficient kernel (fp32 and bf16), with k and v repeated
-// to H heads and their gradients summed back over each group.
+// libtorch's flash kernel for CPU; both take the K key/value heads as they are. CUDA (model.cuda_attention,
+// set_cuda_attention in qwen2.hpp): FlashAttention-2 (bf16), which also takes the K heads as they are and
+// returns their gradients summed over each group, or the memory-efficient kernel (fp32 and bf16), with k
+// and v repeated to H heads and their gradients summed back over each group.
 #pragma once
 
 #include <ATen/core/Tensor.h>

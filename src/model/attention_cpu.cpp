@@ -15,6 +15,14 @@
 
 namespace lorabench::model::cpu_attention {
 
+// libtorch releases whose CPUBlas.h announces brgemm for bf16 and fp32 (with fp32 results); with older ones
+// the blocked kernel runs only with the reference block product, and auto never picks it.
+#if defined(CPUBLAS_BRGEMM_BF16BF16F32) && defined(CPUBLAS_BRGEMM_F32F32F32)
+#define LB_HAVE_BRGEMM 1
+#else
+#define LB_HAVE_BRGEMM 0
+#endif
+
 namespace {
 
 using bf16 = c10::BFloat16;
@@ -32,7 +40,7 @@ struct Gemm {
   void operator()(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc, bool add, const bf16* A,
                   const bf16* B, float* C) const {
     if (kind == BlockGemm::kBrgemm) {
-      at::native::cpublas::brgemm(M, N, K, lda, ldb, ldc, add, A, B, C, /*is_vnni=*/true);
+      brgemm(M, N, K, lda, ldb, ldc, add, A, B, C);  // B in pairs of rows (brgemm's is_vnni, the bf16 default)
       return;
     }
     const at::Tensor a = at::from_blob(const_cast<bf16*>(A), {M, K}, {lda, 1}, at::kBFloat16).to(at::kFloat);
@@ -45,7 +53,7 @@ struct Gemm {
   void operator()(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc, bool add, const float* A,
                   const float* B, float* C) const {
     if (kind == BlockGemm::kBrgemm) {
-      at::native::cpublas::brgemm(M, N, K, lda, ldb, ldc, add, A, B, C, /*is_vnni=*/false);
+      brgemm(M, N, K, lda, ldb, ldc, add, A, B, C);  // B as it is (the fp32 default)
       return;
     }
     const at::Tensor a = at::from_blob(const_cast<float*>(A), {M, K}, {lda, 1}, at::kFloat);
@@ -61,7 +69,20 @@ struct Gemm {
   }
   // brgemm keeps per-thread state (AMX tile configuration where it uses AMX); handed back after each task.
   void release() const {
-    if (kind == BlockGemm::kBrgemm) at::native::cpublas::brgemm_release(true);
+#if LB_HAVE_BRGEMM
+    if (kind == BlockGemm::kBrgemm) at::native::cpublas::brgemm_release();
+#endif
+  }
+
+ private:
+  template <class T>
+  static void brgemm(int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, int64_t ldc, bool add, const T* A,
+                     const T* B, float* C) {
+#if LB_HAVE_BRGEMM
+    at::native::cpublas::brgemm(M, N, K, lda, ldb, ldc, add, A, B, C);
+#else
+    LB_CHECK(false, "blocked CPU attention: this libtorch has no brgemm for bf16 and fp32");
+#endif
   }
 };
 
@@ -119,7 +140,7 @@ struct Dims {
 bool brgemm_available() {
   static const bool ok = [] {
     __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx512bf16")) return false;
+    if (!LB_HAVE_BRGEMM || !__builtin_cpu_supports("avx512bf16")) return false;
     // A probe product of each kind against the reference: brgemm's bf16 route also needs libtorch built with
     // oneDNN's micro-kernels, which only a call shows.
     try {
@@ -255,7 +276,8 @@ at::Tensor backward(const at::Tensor& dout_in, const at::Tensor& qkv, const at::
         gemm(d, end, mp, kRows, z.Tp, z.Tp, true, dOt.data(), Pp.data(), dvtp + bh * d * z.Tp);
         // dq = scale dS k and dk^T += scale q^T dS, in fp32.
         gemm(m, d, end, z.Tp, d, d, false, dS.data(), kfp + bg * T * d, dQ.data());
-        for (int64_t r = 0; r < m; ++r) kernels::round_row_bf16(dQ.data() + r * d, bits(dq + (r0 + r) * z.ld), d, z.scale);
+        for (int64_t r = 0; r < m; ++r)
+          kernels::round_row_bf16(dQ.data() + r * d, bits(dq + (r0 + r) * z.ld), d, z.scale);
         transpose(q + r0 * z.ld, z.ld, m, m, d, Qt.data(), kRows);
         gemm(d, end, m, kRows, z.Tp, z.Tp, true, Qt.data(), dS.data(), dktp + bh * d * z.Tp);
       }

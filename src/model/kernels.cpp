@@ -273,7 +273,8 @@ LB_INLINE void attn_probs_row_out(float* s, int64_t n, int64_t n_pad, float scal
   *lse = attn_probs_row(s, n, n_pad, scale, pb);
 }
 LB_DEFINE_ROW(attn_probs_row_d, attn_probs_row_out,
-              (float* s, int64_t n, int64_t n_pad, float scale, uint16_t* pb, float* lse), (s, n, n_pad, scale, pb, lse))
+              (float* s, int64_t n, int64_t n_pad, float scale, uint16_t* pb, float* lse),
+              (s, n, n_pad, scale, pb, lse))
 
 // Backward, two query rows j = 0, 1 at once: p_j = exp(scale * s_j - lse_j) over [0, n_j), ds_j = p_j * (dp_j
 // - D_j), and p_j rounded to bf16 into pb[2c + j] (the pair layout brgemm takes as B); all zero over [n_j,
@@ -296,7 +297,8 @@ LB_INLINE void attn_grad_rows(const float* __restrict s0, const float* __restric
     ds1[c] = p1 * (dp1[c] - D1);
   }
   for (; c < n_pad; ++c) {
-    const float p0 = c < n0 ? fast_exp(s0[c] * scale - lse0) : 0.0f, p1 = c < n1 ? fast_exp(s1[c] * scale - lse1) : 0.0f;
+    const float p0 = c < n0 ? fast_exp(s0[c] * scale - lse0) : 0.0f;
+    const float p1 = c < n1 ? fast_exp(s1[c] * scale - lse1) : 0.0f;
     st(pb + 2 * c, p0);
     st(pb + 2 * c + 1, p1);
     ds0[c] = c < n0 ? p0 * (dp0[c] - D0) : 0.0f;

@@ -17,7 +17,8 @@ case "$case_name" in
       fail "adapter not written"
     h5dump -H out/single/run.h5 >h5dump.txt
     for name in config provenance ranks metrics steps summary validation; do expect_in h5dump.txt "\"$name\""; done
-    # The attention kernel that ran (model.cuda_attention chooses on a GPU; the CPU runs libtorch's own).
+    # The attention kernel that ran (model.cuda_attention chooses on a GPU; tiny.ini is fp32, for which the CPU
+    # runs libtorch's flash kernel: model.cpu_attention's blocked kernel is bf16 only).
     v=$(h5attr out/single/run.h5 /provenance/attention_kernel); [[ $v == cpu_flash ]] || fail "attention_kernel = '$v'"
     ;;
   ddp)

@@ -162,7 +162,8 @@ TEST(Config, CpuAttentionKernel) {
         << err.what();
   }
   EXPECT_NO_THROW(validate_run_config(c, ValidationContext{1, false, false}));
-  for (const char* ok : {"[model]\ndtype = fp32\ncpu_attention = flash\n", "[model]\ndtype = fp32\ncpu_attention = auto\n"}) {
+  for (const char* ok :
+       {"[model]\ndtype = fp32\ncpu_attention = flash\n", "[model]\ndtype = fp32\ncpu_attention = auto\n"}) {
     c = parse_run_config("m.ini", ok, {});
     EXPECT_NO_THROW(validate_run_config(c, no_bf16)) << ok;
   }

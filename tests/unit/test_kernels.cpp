@@ -201,7 +201,8 @@ AttentionRun run_attention(CpuKernel k, const at::Tensor& qkv, const at::Tensor&
     set_cpu_attention(CpuAttention::kAuto);
     return r;
   }
-  const auto g = k == CpuKernel::kBlockedBrgemm ? cpu_attention::BlockGemm::kBrgemm : cpu_attention::BlockGemm::kReference;
+  const auto g =
+      k == CpuKernel::kBlockedBrgemm ? cpu_attention::BlockGemm::kBrgemm : cpu_attention::BlockGemm::kReference;
   r.out = cpu_attention::forward(qkv, B, T, H, K, d, &r.lse, g);
   r.dqkv = cpu_attention::backward(dout, qkv, r.out, r.lse, B, T, H, K, d, g);
   return r;

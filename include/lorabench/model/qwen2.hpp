@@ -110,9 +110,9 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
 void set_fused_cpu_kernels(bool enabled);
 bool fused_cpu_kernels();
 
-// The attention kernel of CUDA tensors (model.cuda_attention; process-wide): kAuto = FlashAttention-2 for bf16, the memory-efficient kernel for fp32 (which
-// FlashAttention has no kernel for); kFlash asks for FlashAttention-2 (bf16 only); kEfficient for the
-// memory-efficient kernel in either dtype.
+// The attention kernel of CUDA tensors (model.cuda_attention; process-wide): kAuto = FlashAttention-2 for
+// bf16, the memory-efficient kernel for fp32 (which FlashAttention has no kernel for); kFlash asks for
+// FlashAttention-2 (bf16 only); kEfficient for the memory-efficient kernel in either dtype.
 enum class CudaAttention { kAuto, kFlash, kEfficient };
 void set_cuda_attention(CudaAttention kernel);
 CudaAttention parse_cuda_attention(const std::string& name);  // auto | flash | efficient
