@@ -97,7 +97,11 @@ case "$cmd" in
     done
     if [ "$which" = all ]; then sel=("${targets[@]}"); else sel=("$which"); fi
     for t in "${sel[@]}"; do
-      printf '%s\n' "${targets[@]}" | grep -qx "$t" || die "unknown target $t (scripts/fuzz.sh list)"
+      # (not printf | grep -q: with pipefail, grep -q leaving at the first line can cut printf off with
+      # SIGPIPE, and the pipeline fails for the first target: CI saw "unknown target fuzz_config")
+      known=0
+      for k in "${targets[@]}"; do [ "$k" = "$t" ] && known=1; done
+      [ "$known" = 1 ] || die "unknown target $t (scripts/fuzz.sh list)"
     done
     build_quietly || exit 1
     failed=0

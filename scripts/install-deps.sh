@@ -83,7 +83,9 @@ if [ "${LORABENCH_SKIP_TORCH:-0}" != "1" ]; then
   # torch is named with its pin so that pip never moves it.
   if [ "${LORABENCH_SKIP_PEERS:-0}" != "1" ]; then
     reqs=("$here/bench/requirements-peers.txt")
-    gpu_visible() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; }
+    # grep reads all of nvidia-smi's lines (grep -q would leave at the first, and under pipefail the SIGPIPE
+    # that can give nvidia-smi on a machine with several GPUs would fail the test)
+    gpu_visible() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep '^GPU' >/dev/null; }
     if [ "${LORABENCH_PEERS_GPU:-0}" = "1" ] || gpu_visible; then
       reqs+=("$here/bench/requirements-peers-gpu.txt")
     fi
