@@ -36,7 +36,7 @@ namespace prof = torch::autograd::profiler;
 namespace {
 
 bool is_gemm(const std::string& op) {
-  return op == "aten::mm" || op == "aten::addmm" || op == "aten::bmm" || op == "aten::baddbmm" ||
+  return op == "aten::mm" || op == "aten::addmm" || op == "aten::addmm_" || op == "aten::bmm" || op == "aten::baddbmm" ||
          op == "aten::matmul" || op == "aten::mkldnn_matmul" || op == "aten::_mkldnn_matmul";
 }
 
@@ -89,9 +89,9 @@ std::string group(const std::string& cat) {
 
 int main(int argc, char** argv) {
   std::string preset = "qwen2.5-0.5b", dtype = "bf16", device_name = "cpu";
-  int steps = 3, warmup = 1, top = 25, seq = 256, batch = 1;
+  int steps = 3, warmup = 1, top = 25, seq = 256, batch = 1, head_chunk = 0;
   const char* usage = "lorabench-profile-ops [--preset qwen2.5-0.5b] [--dtype bf16|fp32] [--device cpu|cuda] "
-                      "[--seq 256] [--batch 1] [--steps 3] [--warmup 1] [--top 25]";
+                      "[--seq 256] [--batch 1] [--steps 3] [--warmup 1] [--top 25] [--head-chunk N]";
   bench::parse_flags(argc, argv, usage,
                      {{"--preset", &preset, nullptr, model::preset_names()},
                       {"--dtype", &dtype, nullptr, {"bf16", "fp32"}},
@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
                       {"--batch", nullptr, &batch, {}},
                       {"--steps", nullptr, &steps, {}},
                       {"--warmup", nullptr, &warmup, {}},
-                      {"--top", nullptr, &top, {}}});
+                      {"--top", nullptr, &top, {}},
+                      {"--head-chunk", nullptr, &head_chunk, {}}});
   const bool cuda = device_name == "cuda";
   // Refused, not profiled on the CPU instead.
   if (cuda && !device::cuda_built()) bench::usage_exit(usage, 2, "--device cuda: this build has no CUDA path");
@@ -121,6 +122,7 @@ int main(int argc, char** argv) {
   auto source = data::make_synthetic_source(ds);
   train::StepConfig sc;
   sc.schedule.lr = 1e-4;
+  if (head_chunk > 0) sc.options.head_chunk = head_chunk;  // the vocabulary chunk of the fused head
   train::StepRunner runner(layout, *s, *source, sc, MPI_COMM_SELF);
   for (int i = 0; i < warmup; ++i) runner.run(i);
 
