@@ -114,6 +114,52 @@ TEST(Kernels, RmsnormMatchesTheReference) {
   }
 }
 
+// One vocabulary chunk of the head's online softmax against the formula, two chunks in a row (the second
+// rescales the first's sum). Each row's largest logit is far above the rest (80 against [-3, 3]) and sits at
+// a different column, in the vector body and in the tail of rows of every width around the 16-wide blocks:
+// a maximum that missed any column would be wrong exactly, and exp(z - m) would overflow.
+TEST(Kernels, HeadSoftmaxChunkMatchesTheFormula) {
+  at::manual_seed(11);
+  for (auto dt : {at::kFloat, at::kBFloat16})
+    for (int64_t C : {1, 7, 15, 16, 17, 31, 40, 100}) {
+      const int64_t N = 9;
+      auto chunk = [&](int64_t peak_row_offset) {
+        at::Tensor z = at::rand({N, C}).mul_(6).sub_(3);
+        for (int64_t n = 0; n < N; ++n) z[n][(n + peak_row_offset) % C] = 80.0 - n;
+        return z.to(dt);
+      };
+      const at::Tensor z1 = chunk(0), z2 = chunk(C / 2 + 1);
+      at::Tensor m = at::full({N}, -std::numeric_limits<float>::infinity()), se = at::zeros({N}),
+                 rescale = at::empty({N}), zt = at::zeros({N}), p;
+      const at::Tensor target = at::arange(N, at::kLong).remainder(C + 1);  // some rows' target lies outside
+      kernels::online_softmax_chunk(z1, m, se, rescale, p, target, zt);
+      const at::Tensor z1d = z1.to(at::kDouble), m1 = z1d.amax(1);
+      EXPECT_TRUE(at::equal(m.to(at::kDouble), m1)) << c10::toString(dt) << " C=" << C;
+      const at::Tensor p1 = (z1d - m1.unsqueeze(1)).exp();
+      EXPECT_LE(max_rel(p.narrow(0, 0, N * C).view({N, C}), p1), dt == at::kFloat ? 1e-6 : 4e-3) << C;
+      EXPECT_LE(max_rel(se, p1.sum(1)), 1e-6) << c10::toString(dt) << " C=" << C;
+      kernels::online_softmax_chunk(z2, m, se, rescale, p, target, zt);
+      const at::Tensor z2d = z2.to(at::kDouble), m2 = at::maximum(m1, z2d.amax(1));
+      EXPECT_TRUE(at::equal(m.to(at::kDouble), m2)) << c10::toString(dt) << " C=" << C;
+      EXPECT_LE(max_rel(rescale, (m1 - m2).exp()), 1e-6) << C;
+      const at::Tensor se2 = p1.sum(1) * (m1 - m2).exp() + (z2d - m2.unsqueeze(1)).exp().sum(1);
+      EXPECT_LE(max_rel(se, se2), 1e-6) << c10::toString(dt) << " C=" << C;
+      const at::Tensor in = target.lt(C), t = target.clamp_max(C - 1).unsqueeze(1);
+      const at::Tensor zt_want = at::where(in, z1d.gather(1, t).squeeze(1) + z2d.gather(1, t).squeeze(1), 0.0);
+      EXPECT_LE(max_rel(zt, zt_want), 1e-6) << C;
+    }
+  // A NaN logit makes its row's sum NaN (the loss's non-finite check depends on it), whichever column it is in.
+  for (int64_t col : {0, 5, 16, 18}) {
+    at::Tensor z = at::randn({2, 19});
+    z[1][col] = std::numeric_limits<float>::quiet_NaN();
+    at::Tensor m = at::full({2}, -std::numeric_limits<float>::infinity()), se = at::zeros({2}),
+               rescale = at::empty({2}), zt = at::zeros({2}), p;
+    kernels::online_softmax_chunk(z, m, se, rescale, p, at::full({2}, -1, at::kLong), zt);
+    EXPECT_TRUE(std::isfinite(se[0].item<float>())) << col;
+    EXPECT_TRUE(std::isnan(se[1].item<float>())) << col;
+  }
+}
+
 // The accumulate-into-a-column-slice form the LoRA B GEMMs use: only the slice changes.
 TEST(Gemm, IntoAColumnSliceLeavesTheRestAlone) {
   at::manual_seed(9);
