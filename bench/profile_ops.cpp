@@ -36,8 +36,8 @@ namespace prof = torch::autograd::profiler;
 namespace {
 
 bool is_gemm(const std::string& op) {
-  return op == "aten::mm" || op == "aten::addmm" || op == "aten::addmm_" || op == "aten::bmm" || op == "aten::baddbmm" ||
-         op == "aten::matmul" || op == "aten::mkldnn_matmul" || op == "aten::_mkldnn_matmul";
+  return op == "aten::mm" || op == "aten::addmm" || op == "aten::addmm_" || op == "aten::bmm" ||
+         op == "aten::baddbmm" || op == "aten::matmul" || op == "aten::mkldnn_matmul" || op == "aten::_mkldnn_matmul";
 }
 
 // libtorch's fused attention (the CPU's flash kernel; on a GPU FlashAttention-2 or the memory-efficient

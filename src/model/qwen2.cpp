@@ -66,10 +66,13 @@ std::pair<int64_t, int64_t> out_range(const ModelShape& s, Proj p) {
   return {0, 0};
 }
 
-bool group_targeted(const LoraSpec& lora, const Group& grp) {
-  bool any = false;
-  for (int i = 0; i < grp.n; ++i) any = any || lora.targets(grp.members[i]);
-  return any;
+// The group's members that carry an adapter, in order: adapter j's columns in la (and d(la)) are j*r .. j*r+r.
+std::vector<Proj> group_targets(const LoraSpec& lora, const Group& grp) {
+  std::vector<Proj> t;
+  if (!lora.enabled) return t;
+  for (int i = 0; i < grp.n; ++i)
+    if (lora.targets(grp.members[i])) t.push_back(grp.members[i]);
+  return t;
 }
 
 // out += scaling * B(A(dropout(x))) for the group's adapters: la = dropout(x) A_packed^T (N, n*r) in one
@@ -81,16 +84,15 @@ bool group_targeted(const LoraSpec& lora, const Group& grp) {
 void lora_forward(const LayerContext& ctx, const LayerWeights& w, const Group& grp, const at::Tensor& packed_a,
                   const at::Tensor& x, at::Tensor& out, LayerCache* cache) {
   const LoraSpec& lora = ctx.model->lora;
-  if (!lora.enabled || !group_targeted(lora, grp)) return;
+  const std::vector<Proj> targets = group_targets(lora, grp);
+  if (targets.empty()) return;
   const auto dt = x.scalar_type();
   at::Tensor la;
   if (!use_dropout(ctx) && packed_a.defined()) {
     la = gemm(x, packed_a.to(dt).t());
   } else {
     std::vector<at::Tensor> parts;
-    for (int i = 0; i < grp.n; ++i) {
-      Proj p = grp.members[i];
-      if (!lora.targets(p)) continue;
+    for (Proj p : targets) {
       at::Tensor xin = use_dropout(ctx)
                            ? (x.to(at::kFloat) * dropout_multiplier(ctx, p, x.size(0), x.size(1))).to(dt)
                            : x;
@@ -98,13 +100,12 @@ void lora_forward(const LayerContext& ctx, const LayerWeights& w, const Group& g
     }
     la = parts.size() == 1 ? parts[0] : at::cat(parts, 1);
   }
-  int j = 0;
-  for (int i = 0; i < grp.n; ++i) {
-    const Proj p = grp.members[i];
-    if (!lora.targets(p)) continue;
+  for (int64_t j = 0; j < int64_t(targets.size()); ++j) {
+    const Proj p = targets[j];
     auto [c0, cn] = out_range(ctx.model->shape, p);
     at::Tensor cols = out.narrow(1, c0, cn);
-    gemm_into(cols, la.narrow(1, j++ * lora.r, lora.r), w.lora[static_cast<int>(p)].b.to(dt).t(), lora.scaling(), 1.0);
+    gemm_into(cols, la.narrow(1, j * lora.r, lora.r), w.lora[static_cast<int>(p)].b.to(dt).t(),
+              lora.scaling(), 1.0);
   }
   if (cache) cache->la[grp.id] = la;
 }
@@ -114,23 +115,20 @@ void lora_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGr
                    const at::Tensor& packed_a, const at::Tensor& packed_ga, const at::Tensor& x,
                    const at::Tensor& dout, const LayerCache& cache, at::Tensor& dx) {
   const LoraSpec& lora = ctx.model->lora;
-  if (!lora.enabled || !group_targeted(lora, grp)) return;
+  const std::vector<Proj> targets = group_targets(lora, grp);
+  if (targets.empty()) return;
   const auto dt = dout.scalar_type();
   const double s = lora.scaling();
   const int64_t r = lora.r;
   const at::Tensor& la = cache.la[grp.id];
   at::Tensor dla = at::empty({dout.size(0), la.size(1)}, dout.options());  // (N, n*r): d(la), per adapter
-  int j = 0;
-  std::vector<std::pair<Proj, int>> targets;
-  for (int i = 0; i < grp.n; ++i) {
-    Proj p = grp.members[i];
-    if (!lora.targets(p)) continue;
+  for (int64_t j = 0; j < int64_t(targets.size()); ++j) {
+    const Proj p = targets[j];
     auto [c0, cn] = out_range(ctx.model->shape, p);
     const at::Tensor dout_p = dout.narrow(1, c0, cn);
     at::Tensor dla_p = dla.narrow(1, j * r, r);
     gemm_into(dla_p, dout_p, w.lora[static_cast<int>(p)].b.to(dt), 1.0, 0.0);
     g.lora[static_cast<int>(p)].b.add_(gemm(dout_p.t(), la.narrow(1, j * r, r)), s);
-    targets.emplace_back(p, j++);
   }
   dla.mul_(s);
   if (!use_dropout(ctx) && packed_a.defined()) {
@@ -138,9 +136,10 @@ void lora_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGr
     gemm_into(dx, dla, packed_a.to(dt), 1.0, 1.0);
     return;
   }
-  for (auto [p, jj] : targets) {
+  for (int64_t j = 0; j < int64_t(targets.size()); ++j) {
+    const Proj p = targets[j];
     const int pi = static_cast<int>(p);
-    at::Tensor dla_p = dla.narrow(1, jj * r, r);
+    at::Tensor dla_p = dla.narrow(1, j * r, r);
     if (use_dropout(ctx)) {
       at::Tensor mult = dropout_multiplier(ctx, p, x.size(0), x.size(1));
       g.lora[pi].a.add_(gemm(dla_p.t(), (x.to(at::kFloat) * mult).to(dt)));
