@@ -16,7 +16,8 @@
 #             on the tiny shape: each prints a group table with GEMMs and an attention group (libtorch's flash
 #             kernels; lorabench's blocked kernel where the CPU has AVX-512 BF16)
 #             (and, compiled, torch.compile's generated kernels), adding up to the step; and
-#             bench/attention_cpu.py at T = 64: its check against the fp64 formula and its eight rows
+#             bench/attention_cpu.py at T = 64: its check against the fp64 formula and its eight rows; and
+#             bench/prepacked_gemm.py on one weight of each shape: its ten rows (or why it measures nothing)
 set -euo pipefail
 case_name="$1" py="$2" lorabench="$3" src="$4" work="$5"
 mkdir -p "$work"
@@ -264,6 +265,22 @@ PY
     rc=0; "$py" "$src/bench/attention_cpu.py" --seq 0 >"$out.bad" 2>&1 || rc=$?
     [[ $rc == 2 ]] && grep -q -- "--seq and --rounds must be >= 1" "$out.bad" ||
       { cat "$out.bad"; echo "FAIL: attention_cpu.py --seq 0: exit $rc, expected 2"; exit 1; }
+    # bench/prepacked_gemm.py (oneDNN's weight copies, docs/results.md): where libtorch runs bf16 GEMMs with
+    # oneDNN, both ways agree and the table has its 10 rows and its sum; elsewhere it says why it measures
+    # nothing. A bad argument is refused.
+    OMP_NUM_THREADS=1 "$py" "$src/bench/prepacked_gemm.py" --layers 1 --head-chunks 1 --tokens 16 --rounds 1 \
+      --min-sample-s 0.001 >"$out.packed" 2>"$err" || { cat "$out.packed" "$err"; echo "FAIL: prepacked_gemm.py failed"; exit 1; }
+    if "$py" -c "import sys; sys.path.insert(0, '$src/bench'); import benchlib; sys.exit(0 if benchlib.cpu_bf16_gemm_native() else 1)"; then
+      [[ $(grep -cE "^\| [a-z\\|]+( chunk)? \| (forward|input gradient) .* \| [0-9.]+x \| [0-9.e+-]+ \| [0-9]+ \|$" "$out.packed") == 10 ]] &&
+        grep -qE "^All rows: at::mm [0-9.]+ ms, prepacked [0-9.]+ ms \([0-9.]+x\)" "$out.packed" ||
+        { cat "$out.packed"; echo "FAIL: prepacked_gemm.py's table lacks its 10 rows or its sum"; exit 1; }
+    else
+      grep -q "^CPU without AVX-512: libtorch runs no bf16 GEMM with oneDNN here" "$out.packed" ||
+        { cat "$out.packed"; echo "FAIL: prepacked_gemm.py did not say why it measures nothing here"; exit 1; }
+    fi
+    rc=0; "$py" "$src/bench/prepacked_gemm.py" --tokens 0 >"$out.bad" 2>&1 || rc=$?
+    [[ $rc == 2 ]] && grep -q -- "--tokens and --rounds must be >= 1" "$out.bad" ||
+      { cat "$out.bad"; echo "FAIL: prepacked_gemm.py --tokens 0: exit $rc, expected 2"; exit 1; }
     ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
