@@ -233,14 +233,23 @@ LB_INLINE void softmax_chunk_row(const T* z, int64_t n, float* m, float* se, flo
                                  float* zt) {
   const float mx = row_max(z, n);
   const float m_new = mx > *m ? mx : *m;
+  // The exponentials a block at a time into e (a loop without a running sum, which GCC vectorises at the
+  // variant's full width), then their sum in 16 lanes. With the sum in the same loop, GCC had used half the
+  // AVX-512 width and kept the lanes on the stack.
+  constexpr int64_t kBlock = 512;
+  float e[kBlock];
   float lanes[16] = {};
   int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int k = 0; k < 16; ++k) {
-      const float e = fast_exp(ld(z[i + k]) - m_new);
-      st(p + i + k, e);
-      lanes[k] += e;
+  while (n - i >= 16) {
+    const int64_t len = n - i >= kBlock ? kBlock : (n - i) / 16 * 16;
+    for (int64_t j = 0; j < len; ++j) {
+      e[j] = fast_exp(ld(z[i + j]) - m_new);
+      st(p + i + j, e[j]);
     }
+    for (int64_t j = 0; j < len; j += 16)
+      for (int k = 0; k < 16; ++k) lanes[k] += e[j + k];
+    i += len;
+  }
   float sum = 0;
   for (; i < n; ++i) {
     const float e = fast_exp(ld(z[i]) - m_new);

@@ -121,7 +121,7 @@ TEST(Kernels, RmsnormMatchesTheReference) {
 TEST(Kernels, HeadSoftmaxChunkMatchesTheFormula) {
   at::manual_seed(11);
   for (auto dt : {at::kFloat, at::kBFloat16})
-    for (int64_t C : {1, 7, 15, 16, 17, 31, 40, 100}) {
+    for (int64_t C : {1, 7, 15, 16, 17, 31, 40, 100, 511, 512, 513, 1040, 1111}) {  // and around its 512 blocks
       const int64_t N = 9;
       auto chunk = [&](int64_t peak_row_offset) {
         at::Tensor z = at::rand({N, C}).mul_(6).sub_(3);
@@ -149,8 +149,8 @@ TEST(Kernels, HeadSoftmaxChunkMatchesTheFormula) {
       EXPECT_LE(max_rel(zt, zt_want), 1e-6) << C;
     }
   // A NaN logit makes its row's sum NaN (the loss's non-finite check depends on it), whichever column it is in.
-  for (int64_t col : {0, 5, 16, 18}) {
-    at::Tensor z = at::randn({2, 19});
+  for (int64_t col : {0, 5, 16, 18, 530, 600}) {
+    at::Tensor z = at::randn({2, col < 19 ? 19 : 611});
     z[1][col] = std::numeric_limits<float>::quiet_NaN();
     at::Tensor m = at::full({2}, -std::numeric_limits<float>::infinity()), se = at::zeros({2}),
                rescale = at::empty({2}), zt = at::zeros({2}), p;
