@@ -112,8 +112,22 @@ LB_DEFINE_ROW(swiglu_row_f32, swiglu_row, (const float* g, const float* u, float
 LB_DEFINE_ROW(swiglu_row_bf16, swiglu_row, (const uint16_t* g, const uint16_t* u, uint16_t* a, int64_t n),
               (g, u, a, n))
 
+// a, when not null, gets swiglu_row's values (silu * y, as it rounds them). No buffer overlaps another: with
+// three outputs GCC no longer vectorised the loop behind run-time alias checks.
 template <class T>
-LB_INLINE void swiglu_back_row(const T* g, const T* u, const T* da, T* dg, T* du, int64_t n) {
+LB_INLINE void swiglu_back_row(const T* __restrict g, const T* __restrict u, const T* __restrict da,
+                               T* __restrict dg, T* __restrict du, T* __restrict a, int64_t n) {
+  if (a != nullptr) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float x = ld(g[i]), y = ld(u[i]), d = ld(da[i]);
+      const float s = sigmoid(x);
+      const float silu = x * s;
+      st(a + i, silu * y);
+      st(du + i, d * silu);
+      st(dg + i, d * y * s * (1.0f + x * (1.0f - s)));
+    }
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const float x = ld(g[i]), y = ld(u[i]), d = ld(da[i]);
     const float s = sigmoid(x);
@@ -123,11 +137,12 @@ LB_INLINE void swiglu_back_row(const T* g, const T* u, const T* da, T* dg, T* du
   }
 }
 LB_DEFINE_ROW(swiglu_back_row_f32, swiglu_back_row,
-              (const float* g, const float* u, const float* da, float* dg, float* du, int64_t n),
-              (g, u, da, dg, du, n))
+              (const float* g, const float* u, const float* da, float* dg, float* du, float* a, int64_t n),
+              (g, u, da, dg, du, a, n))
 LB_DEFINE_ROW(swiglu_back_row_bf16, swiglu_back_row,
-              (const uint16_t* g, const uint16_t* u, const uint16_t* da, uint16_t* dg, uint16_t* du, int64_t n),
-              (g, u, da, dg, du, n))
+              (const uint16_t* g, const uint16_t* u, const uint16_t* da, uint16_t* dg, uint16_t* du, uint16_t* a,
+               int64_t n),
+              (g, u, da, dg, du, a, n))
 
 template <class T>
 LB_INLINE float rms_row(const T* x, const T* w, T* y, int64_t n, float eps) {
@@ -477,9 +492,11 @@ at::Tensor swiglu_forward(const at::Tensor& gu) {
   return a;
 }
 
-at::Tensor swiglu_backward(const at::Tensor& gu, const at::Tensor& da_in) {
-  if (cuda_fused_for(gu)) return cuda::swiglu_backward(gu, da_in);
-  if (!fused_for(gu)) return generic::swiglu_backward(gu, da_in);
+at::Tensor swiglu_backward(const at::Tensor& gu, const at::Tensor& da_in, at::Tensor* a) {
+  if (!fused_for(gu)) {
+    if (a != nullptr) *a = swiglu_forward(gu);
+    return cuda_fused_for(gu) ? cuda::swiglu_backward(gu, da_in) : generic::swiglu_backward(gu, da_in);
+  }
   ProfileScope scope("lb::swiglu");
   at::Tensor da = da_in.contiguous();
   const auto dt = gu.scalar_type();
@@ -487,16 +504,19 @@ at::Tensor swiglu_backward(const at::Tensor& gu, const at::Tensor& da_in) {
   check(da, dt, "swiglu da");
   const int64_t N = gu.size(0), I = gu.size(1) / 2;
   at::Tensor dgu = at::empty({N, 2 * I}, gu.options());
+  if (a != nullptr) *a = at::empty({N, I}, gu.options());
   at::parallel_for(0, N, grain(I), [&](int64_t b, int64_t e) {
     for (int64_t n = b; n < e; ++n) {
       if (dt == at::kBFloat16) {
         const uint16_t* row = ptr<uint16_t>(gu) + n * 2 * I;
         uint16_t* drow = ptr<uint16_t>(dgu) + n * 2 * I;
-        swiglu_back_row_bf16(row, row + I, ptr<uint16_t>(da) + n * I, drow, drow + I, I);
+        uint16_t* arow = a != nullptr ? ptr<uint16_t>(*a) + n * I : nullptr;
+        swiglu_back_row_bf16(row, row + I, ptr<uint16_t>(da) + n * I, drow, drow + I, arow, I);
       } else {
         const float* row = ptr<float>(gu) + n * 2 * I;
         float* drow = ptr<float>(dgu) + n * 2 * I;
-        swiglu_back_row_f32(row, row + I, ptr<float>(da) + n * I, drow, drow + I, I);
+        float* arow = a != nullptr ? ptr<float>(*a) + n * I : nullptr;
+        swiglu_back_row_f32(row, row + I, ptr<float>(da) + n * I, drow, drow + I, arow, I);
       }
     }
   });

@@ -16,8 +16,10 @@ namespace lorabench::model::kernels {
 // a = silu(g) * u with g = gu[:, :I], u = gu[:, I:]. gu (N, 2I) contiguous; returns a (N, I).
 at::Tensor swiglu_forward(const at::Tensor& gu);
 
-// Backward of swiglu_forward: dgu = [da * u * s (1 + g (1 - s)), da * silu(g)] with s = sigmoid(g).
-at::Tensor swiglu_backward(const at::Tensor& gu, const at::Tensor& da);
+// Backward of swiglu_forward: dgu = [da * u * s (1 + g (1 - s)), da * silu(g)] with s = sigmoid(g). With a
+// non-null `a`, also swiglu_forward(gu) into *a, the same values: the down projection's input, which the
+// backward needs and the forward does not keep (the fused CPU kernel writes it from the same pass).
+at::Tensor swiglu_backward(const at::Tensor& gu, const at::Tensor& da, at::Tensor* a = nullptr);
 
 // y = w * (x * rstd).to(dtype), rstd = 1 / sqrt(mean(x^2) + eps) in fp32 (written to rstd, (N, 1)).
 at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);

@@ -110,13 +110,20 @@ void lora_forward(const LayerContext& ctx, const LayerWeights& w, const Group& g
   if (cache) cache->la[grp.id] = la;
 }
 
-// Backward of lora_forward: accumulates dA and dB (fp32) and adds the input gradient into dx.
-void lora_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGrads& g, const Group& grp,
-                   const at::Tensor& packed_a, const at::Tensor& packed_ga, const at::Tensor& x,
-                   const at::Tensor& dout, const LayerCache& cache, at::Tensor& dx) {
+// What lora_backward_b hands to lora_backward_a: d(la) (N, n*r), undefined when the group has no adapter, and
+// with dropout each adapter's multiplier (drawn once for both halves).
+struct LoraDla {
+  at::Tensor dla;
+  std::vector<at::Tensor> mult;
+};
+
+// Backward of lora_forward, the half that needs no input: accumulates dB (fp32), adds the branch's input
+// gradient into dx, and returns d(la) for lora_backward_a.
+LoraDla lora_backward_b(const LayerContext& ctx, const LayerWeights& w, const LayerGrads& g, const Group& grp,
+                        const at::Tensor& packed_a, const at::Tensor& dout, const LayerCache& cache, at::Tensor& dx) {
   const LoraSpec& lora = ctx.model->lora;
   const std::vector<Proj> targets = group_targets(lora, grp);
-  if (targets.empty()) return;
+  if (targets.empty()) return {};
   const auto dt = dout.scalar_type();
   const double s = lora.scaling();
   const int64_t r = lora.r;
@@ -131,24 +138,46 @@ void lora_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGr
     g.lora[static_cast<int>(p)].b.add_(gemm(dout_p.t(), la.narrow(1, j * r, r)), s);
   }
   dla.mul_(s);
+  LoraDla out{dla, {}};
   if (!use_dropout(ctx) && packed_a.defined()) {
-    packed_ga.add_(gemm(dla.t(), x));
     gemm_into(dx, dla, packed_a.to(dt), 1.0, 1.0);
-    return;
+    return out;
   }
   for (int64_t j = 0; j < int64_t(targets.size()); ++j) {
-    const Proj p = targets[j];
-    const int pi = static_cast<int>(p);
-    at::Tensor dla_p = dla.narrow(1, j * r, r);
-    if (use_dropout(ctx)) {
-      at::Tensor mult = dropout_multiplier(ctx, p, x.size(0), x.size(1));
-      g.lora[pi].a.add_(gemm(dla_p.t(), (x.to(at::kFloat) * mult).to(dt)));
-      dx.add_((gemm(dla_p, w.lora[pi].a.to(dt)).to(at::kFloat) * mult).to(dt));
+    const int pi = static_cast<int>(targets[j]);
+    const at::Tensor dla_p = dla.narrow(1, j * r, r);
+    if (use_dropout(ctx)) {  // dx has x's shape
+      out.mult.push_back(dropout_multiplier(ctx, targets[j], dx.size(0), dx.size(1)));
+      dx.add_((gemm(dla_p, w.lora[pi].a.to(dt)).to(at::kFloat) * out.mult.back()).to(dt));
     } else {
-      g.lora[pi].a.add_(gemm(dla_p.t(), x));
       gemm_into(dx, dla_p, w.lora[pi].a.to(dt), 1.0, 1.0);
     }
   }
+  return out;
+}
+
+// The other half: accumulates dA (fp32) from d(la) and the group's input x (nothing when d.dla is undefined).
+void lora_backward_a(const LayerContext& ctx, const LayerGrads& g, const Group& grp, const at::Tensor& packed_a,
+                     const at::Tensor& packed_ga, const LoraDla& d, const at::Tensor& x) {
+  if (!d.dla.defined()) return;
+  const std::vector<Proj> targets = group_targets(ctx.model->lora, grp);
+  const int64_t r = ctx.model->lora.r;
+  if (!use_dropout(ctx) && packed_a.defined()) {
+    packed_ga.add_(gemm(d.dla.t(), x));
+    return;
+  }
+  for (int64_t j = 0; j < int64_t(targets.size()); ++j) {
+    const at::Tensor dla_p = d.dla.narrow(1, j * r, r);
+    const at::Tensor xin = use_dropout(ctx) ? (x.to(at::kFloat) * d.mult[j]).to(x.scalar_type()) : x;
+    g.lora[static_cast<int>(targets[j])].a.add_(gemm(dla_p.t(), xin));
+  }
+}
+
+// Both halves: dA and dB (fp32) accumulated, the input gradient added into dx.
+void lora_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGrads& g, const Group& grp,
+                   const at::Tensor& packed_a, const at::Tensor& packed_ga, const at::Tensor& x,
+                   const at::Tensor& dout, const LayerCache& cache, at::Tensor& dx) {
+  lora_backward_a(ctx, g, grp, packed_a, packed_ga, lora_backward_b(ctx, w, g, grp, packed_a, dout, cache, dx), x);
 }
 
 void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tensor& x, LayerCache& c,
@@ -345,14 +374,19 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   const int64_t H = s.heads, K = s.kv_heads, d = s.head_dim;
 
   // ---- MLP: y = x2 + down(silu(gate) * up) ----
-  at::Tensor a = kernels::swiglu_forward(c.gu);  // recomputed down_proj input (N, I)
+  // The down projection's input a is recomputed by SwiGLU's backward (the forward does not keep it), so its
+  // weight gradients come after that, the input gradient da before.
   ProfileScope proj("lb::projections");
   at::Tensor da = gemm(dy, w.w_down);  // (N, I)
-  if (g.w_down.defined()) g.w_down.add_(gemm(dy.t(), a));
-  lora_backward(ctx, w, g, kOnlyDown, w.lora[int(Proj::kDown)].a, g.lora[int(Proj::kDown)].a, a, dy, c, da);
+  const at::Tensor& down_a = w.lora[int(Proj::kDown)].a;
+  const LoraDla dla_down = lora_backward_b(ctx, w, g, kOnlyDown, down_a, dy, c, da);
   proj.end();
-  at::Tensor dgu = kernels::swiglu_backward(c.gu, da);  // (N, 2I)
+  at::Tensor a;                                             // (N, I)
+  at::Tensor dgu = kernels::swiglu_backward(c.gu, da, &a);  // (N, 2I)
   ProfileScope proj2("lb::projections");
+  if (g.w_down.defined()) g.w_down.add_(gemm(dy.t(), a));
+  lora_backward_a(ctx, g, kOnlyDown, down_a, g.lora[int(Proj::kDown)].a, dla_down, a);
+  a = at::Tensor();
   at::Tensor dh2 = gemm(dgu, w.w_gu);  // (N, D)
   // The norms' outputs are recomputed (cheaper than keeping them): the gate/up input.
   at::Tensor h2 = kernels::rmsnorm_forward(c.x2, w.ln2, s.rms_eps, nullptr);

@@ -54,6 +54,16 @@ TEST(Kernels, SwigluMatchesTheUnfusedFormula) {
     const double tol = dt == at::kFloat ? 2e-6 : 1e-2;
     EXPECT_LE(max_rel(kernels::swiglu_forward(gu), swiglu_ref(gu)), tol) << c10::toString(dt);
     EXPECT_LE(max_rel(kernels::swiglu_backward(gu, da), swiglu_back_ref(gu, da)), tol) << c10::toString(dt);
+    // The backward's copy of the forward's output (the down projection's input) is the forward's, bit for bit,
+    // and leaves dgu as it is without it; on the fused kernels and on the device-generic path.
+    for (bool fused : {true, false}) {
+      set_fused_cpu_kernels(fused);
+      at::Tensor a;
+      const at::Tensor dgu = kernels::swiglu_backward(gu, da, &a);
+      EXPECT_TRUE(at::equal(a, kernels::swiglu_forward(gu))) << c10::toString(dt) << " fused " << fused;
+      EXPECT_TRUE(at::equal(dgu, kernels::swiglu_backward(gu, da))) << c10::toString(dt) << " fused " << fused;
+    }
+    set_fused_cpu_kernels(true);
   }
 }
 
