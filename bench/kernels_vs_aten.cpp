@@ -77,6 +77,12 @@ void run(at::ScalarType dt, const char* name) {
         max_rel(k::swiglu_forward(gu), aten_fwd()), tol);
     row("SwiGLU backward", name, "composed (fp32)", best_ms([&] { k::swiglu_backward(gu, da); }), best_ms(aten_bwd),
         max_rel(k::swiglu_backward(gu, da), aten_bwd()), tol);
+    // What the model's backward runs: the gradients and the forward's output (the down projection's input).
+    at::Tensor a;
+    const double rel_dgu = max_rel(k::swiglu_backward(gu, da, &a), aten_bwd());
+    const double rel = std::max(rel_dgu, max_rel(a, aten_fwd()));
+    row("SwiGLU backward + a", name, "composed backward + forward (fp32)",
+        best_ms([&] { k::swiglu_backward(gu, da, &a); }), best_ms([&] { aten_bwd(), aten_fwd(); }), rel, tol);
   }
   // RMSNorm forward: libtorch's own at::rms_norm (computes in fp32 for reduced types).
   {
