@@ -22,6 +22,7 @@
 
 #include "../src/model/attention.hpp"
 #include "../src/model/kernels.hpp"
+#include "lorabench/core/sysinfo.hpp"
 #include "lorabench/model/qwen2.hpp"
 #include "lorabench/optim/adamw.hpp"
 
@@ -212,6 +213,7 @@ void run_adamw() {
 
 int main(int argc, char** argv) {
   lorabench::bench::parse_flags(argc, argv, "lorabench-kernels-vs-aten [--reps 15]", {{"--reps", nullptr, &g_reps, {}}});
+  lorabench::sys::keep_freed_memory_in_heap();  // as lorabench's main: both sides reuse their buffers as in a step
   at::set_num_threads(1);
   std::printf("libtorch %s, 1 thread, best of %d; times in ms (0.5B shapes, 256 tokens)\n\n", TORCH_VERSION, g_reps);
   std::printf("| operation | dtype | ATen replacement | fused (ms) | ATen (ms) | ATen / fused | max rel diff |\n");

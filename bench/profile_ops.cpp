@@ -102,6 +102,7 @@ int main(int argc, char** argv) {
                       {"--warmup", nullptr, &warmup, {}},
                       {"--top", nullptr, &top, {}},
                       {"--head-chunk", nullptr, &head_chunk, {}}});
+  sys::keep_freed_memory_in_heap();  // the step as lorabench's main runs it
   const bool cuda = device_name == "cuda";
   // Refused, not profiled on the CPU instead.
   if (cuda && !device::cuda_built()) bench::usage_exit(usage, 2, "--device cuda: this build has no CUDA path");

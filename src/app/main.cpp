@@ -6,7 +6,6 @@
 // The MPI session is the first object; main() holds the only try/catch: a configuration error exits 2
 // with one message from rank 0, any other failure prints "[rank r@host] error: ..." and aborts the job
 // so no rank hangs in a collective.
-#include <malloc.h>
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -18,6 +17,7 @@
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/log.hpp"
 #include "lorabench/core/mpi_session.hpp"
+#include "lorabench/core/sysinfo.hpp"
 #include "lorabench/core/version.hpp"
 
 namespace {
@@ -58,12 +58,7 @@ bool looks_like_command(const char* arg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Training allocates and frees the same activation sizes every step. glibc returns blocks above its
-  // mmap threshold to the kernel on free and the next step page-faults them in again (measured: ~15% of
-  // a 0.5B step in the kernel). Keep freed memory in the heap instead.
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  mallopt(M_TOP_PAD, 64 << 20);
+  lorabench::sys::keep_freed_memory_in_heap();  // steady-state steps without page faults (sysinfo.hpp)
   lorabench::MpiSession mpi(&argc, &argv);
   lorabench::log::init(mpi.rank());
   try {

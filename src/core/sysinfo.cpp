@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <malloc.h>
 #include <sched.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -228,6 +229,12 @@ std::vector<std::string> loaded_objects(const std::string& prefix) {
 double now_s() {
   using clock = std::chrono::steady_clock;
   return std::chrono::duration<double>(clock::now().time_since_epoch()).count();
+}
+
+void keep_freed_memory_in_heap() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  mallopt(M_TOP_PAD, 64 << 20);
 }
 
 }  // namespace lorabench::sys

@@ -33,6 +33,12 @@ std::string getenv_or(const char* name, const std::string& fallback);
 // Monotonic wall clock in seconds (steady_clock).
 double now_s();
 
+// Training allocates and frees the same activation sizes every step. glibc returns blocks above its mmap
+// threshold to the kernel on free, and the next step page-faults them in again (measured: ~15% of a 0.5B
+// step in the kernel). This keeps freed memory in the heap instead: lorabench's main sets it, and so must
+// any benchmark that times parts of a step (else it times page faults the step does not have).
+void keep_freed_memory_in_heap();
+
 // The BLAS behind libtorch's fp32 GEMM: the library that provides sgemm_ to the process (on Debian,
 // libblas.so.3 is an alternative that points at OpenBLAS when libopenblas0-pthread is installed, at the
 // slow reference BLAS otherwise).
