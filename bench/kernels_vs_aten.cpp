@@ -83,7 +83,10 @@ void run(at::ScalarType dt, const char* name) {
     const double rel_dgu = max_rel(k::swiglu_backward(gu, da, &a), aten_bwd());
     const double rel = std::max(rel_dgu, max_rel(a, aten_fwd()));
     row("SwiGLU backward + a", name, "composed backward + forward (fp32)",
-        best_ms([&] { k::swiglu_backward(gu, da, &a); }), best_ms([&] { aten_bwd(), aten_fwd(); }), rel, tol);
+        best_ms([&] { k::swiglu_backward(gu, da, &a); }), best_ms([&] {
+          aten_bwd();
+          aten_fwd();
+        }), rel, tol);
   }
   // RMSNorm forward: libtorch's own at::rms_norm (computes in fp32 for reduced types).
   {

@@ -112,29 +112,26 @@ LB_DEFINE_ROW(swiglu_row_f32, swiglu_row, (const float* g, const float* u, float
 LB_DEFINE_ROW(swiglu_row_bf16, swiglu_row, (const uint16_t* g, const uint16_t* u, uint16_t* a, int64_t n),
               (g, u, a, n))
 
-// a, when not null, gets swiglu_row's values (silu * y, as it rounds them). No buffer overlaps another: with
-// three outputs GCC no longer vectorised the loop behind run-time alias checks.
-template <class T>
-LB_INLINE void swiglu_back_row(const T* __restrict g, const T* __restrict u, const T* __restrict da,
-                               T* __restrict dg, T* __restrict du, T* __restrict a, int64_t n) {
-  if (a != nullptr) {
-    for (int64_t i = 0; i < n; ++i) {
-      const float x = ld(g[i]), y = ld(u[i]), d = ld(da[i]);
-      const float s = sigmoid(x);
-      const float silu = x * s;
-      st(a + i, silu * y);
-      st(du + i, d * silu);
-      st(dg + i, d * y * s * (1.0f + x * (1.0f - s)));
-    }
-    return;
-  }
+// With kA, a gets swiglu_row's values (silu * y, as it rounds them). No buffer overlaps another: with a third
+// output GCC no longer vectorised the loop behind run-time alias checks.
+template <bool kA, class T>
+LB_INLINE void swiglu_back_loop(const T* __restrict g, const T* __restrict u, const T* __restrict da,
+                                T* __restrict dg, T* __restrict du, T* __restrict a, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float x = ld(g[i]), y = ld(u[i]), d = ld(da[i]);
     const float s = sigmoid(x);
     const float silu = x * s;
+    if constexpr (kA) st(a + i, silu * y);
     st(du + i, d * silu);
     st(dg + i, d * y * s * (1.0f + x * (1.0f - s)));
   }
+}
+template <class T>
+LB_INLINE void swiglu_back_row(const T* g, const T* u, const T* da, T* dg, T* du, T* a, int64_t n) {
+  if (a != nullptr)
+    swiglu_back_loop<true>(g, u, da, dg, du, a, n);
+  else
+    swiglu_back_loop<false>(g, u, da, dg, du, a, n);
 }
 LB_DEFINE_ROW(swiglu_back_row_f32, swiglu_back_row,
               (const float* g, const float* u, const float* da, float* dg, float* du, float* a, int64_t n),
