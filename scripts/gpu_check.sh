@@ -5,7 +5,7 @@
 #
 #   scripts/gpu_check.sh prepare [DIR]    on a Debian 12 machine with network: downloads the Debian packages
 #                                         lorabench builds against (Open MPI, parallel HDF5, Boost.Program_options,
-#                                         nlohmann-json, PCRE2, utf8proc, GoogleTest, pkgconf and their
+#                                         nlohmann-json, PCRE2, Oniguruma, utf8proc, GoogleTest, pkgconf and their
 #                                         libraries) into DIR (default gpu-carry/, git-ignored), < 64 MiB
 #   scripts/gpu_check.sh run OUT [DIR]    on the GPU machine, from the repository root with DIR carried
 #                                         beside it: unpacks the packages under DIR/root, builds lorabench
@@ -61,6 +61,7 @@ PACKAGES=(
   libhdf5-openmpi-hl-cpp-100 libsz2 libaec0 libcurl3-gnutls
   libboost-program-options1.74-dev libboost-program-options1.74.0 libboost1.74-dev
   nlohmann-json3-dev libpcre2-dev libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 libutf8proc-dev libutf8proc2
+  libonig-dev libonig5
   libgtest-dev pkgconf pkgconf-bin libpkgconf3
   hdf5-tools libhdf5-103-1 libhdf5-hl-100
 )

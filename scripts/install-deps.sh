@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything lorabench needs, by name, on Debian 12 / 13 (or Ubuntu 22.04+):
 #  - Debian packages: compilers, CMake/Ninja, ccache (scripts/compiler-cache.sh), Open MPI, parallel HDF5, Boost, PAPI, GoogleTest, Slurm,
-#    munge, iproute2 (the two-node test cluster), PCRE2, utf8proc, nlohmann-json, Python with venv, npm,
+#    munge, iproute2 (the two-node test cluster), PCRE2, Oniguruma, utf8proc, nlohmann-json, Python with venv, npm,
 #    clang with its sanitizer/libFuzzer runtime (the fuzz targets, scripts/fuzz.sh);
 #  - PyTorch (the official wheel, CUDA build; its libtorch is what lorabench compiles against) from PyPI
 #    into a virtual environment outside the checkout, reused by every clone and later run:
@@ -41,6 +41,7 @@ packages=(
   libpapi-dev papi-tools
   libgtest-dev
   nlohmann-json3-dev libpcre2-dev libutf8proc-dev
+  libonig-dev  # Oniguruma: the regex engine Hugging Face tokenizers compiles tokenizer.json's Split with
   slurm-wlm munge
   iproute2
 )

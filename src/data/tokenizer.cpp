@@ -1,14 +1,18 @@
 #include "lorabench/data/tokenizer.hpp"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include <oniguruma.h>
 #include <pcre2.h>
 #include <utf8proc.h>
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <unordered_map>
@@ -109,6 +113,9 @@ struct PcreMatchDataDeleter {
 struct PcreJitStackDeleter {
   void operator()(pcre2_jit_stack* s) const { pcre2_jit_stack_free(s); }
 };
+struct PcreCompileContextDeleter {
+  void operator()(pcre2_compile_context* c) const { pcre2_compile_context_free(c); }
+};
 struct PcreMatchContextDeleter {
   void operator()(pcre2_match_context* c) const { pcre2_match_context_free(c); }
 };
@@ -118,26 +125,45 @@ struct PcreMatchContextDeleter {
 constexpr const char* kWhiteSpaceSet =
     "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}";
 
-// Rewrites \s and \S of a Hugging Face (Oniguruma) pattern into explicit White_Space classes for PCRE2.
-// Returns false for \S inside a character class (not expressible without nested classes).
-bool onig_whitespace_to_pcre2(const std::string& in, std::string* out) {
+// Oniguruma's \h and \H (a hexadecimal digit, and not one); PCRE2's are horizontal whitespace.
+constexpr const char* kHexDigitSet = "0-9a-fA-F";
+
+// Rewrites the constructs of a Hugging Face (Oniguruma) pattern that PCRE2 reads with another meaning:
+// \s and \S into explicit White_Space classes, \h and \H into hex-digit classes, and the interval {,n}
+// (Oniguruma: {0,n}; PCRE2 before 10.43: the literal text) into {0,n}. Returns false for \S or \H inside
+// a character class (not expressible without nested classes). What else differs: ^ and $ (line anchors
+// in Oniguruma) are PCRE2_MULTILINE at compile time.
+bool onig_pattern_to_pcre2(const std::string& in, std::string* out) {
   out->clear();
   bool in_class = false;
+  auto set = [&](const char* members, bool negated) {
+    if (in_class) {
+      if (negated) return false;
+      *out += members;
+    } else {
+      *out += std::string(negated ? "[^" : "[") + members + "]";
+    }
+    return true;
+  };
   for (size_t i = 0; i < in.size(); ++i) {
     char c = in[i];
     if (c == '\\' && i + 1 < in.size()) {
       char e = in[i + 1];
       ++i;
-      if (e == 's') {
-        *out += in_class ? std::string(kWhiteSpaceSet) : "[" + std::string(kWhiteSpaceSet) + "]";
-      } else if (e == 'S') {
-        if (in_class) return false;
-        *out += "[^" + std::string(kWhiteSpaceSet) + "]";
-      } else {
-        *out += c;
-        *out += e;
-      }
+      bool ok = true;
+      if (e == 's' || e == 'S') ok = set(kWhiteSpaceSet, e == 'S');
+      else if (e == 'h' || e == 'H') ok = set(kHexDigitSet, e == 'H');
+      else *out += std::string{c, e};
+      if (!ok) return false;
       continue;
+    }
+    if (!in_class && c == '{' && i + 2 < in.size() && in[i + 1] == ',' && std::isdigit(static_cast<unsigned char>(in[i + 2]))) {
+      size_t j = i + 2;
+      while (j < in.size() && std::isdigit(static_cast<unsigned char>(in[j]))) ++j;
+      if (j < in.size() && in[j] == '}') {
+        *out += "{0";
+        continue;  // the ",n}" follows unchanged
+      }
     }
     if (!in_class && c == '[') {
       in_class = true;
@@ -309,6 +335,7 @@ struct Tokenizer::Impl {
 
   // BPE of one word (raw bytes) appended to `out`.
   void bpe(std::string_view word, std::vector<TokenId>* out) const {
+    if (word.empty()) LB_THROW(Error, origin + ": internal error: an empty pre-tokenized word");
     if (word.size() == 1) {
       out->push_back(byte_token[static_cast<unsigned char>(word[0])]);
       return;
@@ -373,12 +400,33 @@ struct Tokenizer::Impl {
     for (int i = 0; i >= 0; i = next[size_t(i)]) result->push_back(sym[size_t(i)]);
   }
 
-  // Pre-tokenizes one normalised segment and BPE-encodes its words.
+  // One search of the pre-tokenizer regex from byte `start` of `seg`: true and [*b, *e) for the leftmost
+  // match, false when there is none.
+  bool search(std::string_view seg, size_t start, size_t* b, size_t* e) const {
+    const auto* subject = reinterpret_cast<PCRE2_SPTR>(seg.data());
+    int rc = jit ? pcre2_jit_match(regex.get(), subject, seg.size(), start, PCRE2_NO_UTF_CHECK, match_data.get(),
+                                   match_context.get())
+                 : PCRE2_ERROR_JIT_STACKLIMIT;
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {  // no JIT, or its stack is too small: the interpreter
+      rc = pcre2_match(regex.get(), subject, seg.size(), start, PCRE2_NO_UTF_CHECK, match_data.get(), nullptr);
+    }
+    if (rc == PCRE2_ERROR_NOMATCH) return false;
+    if (rc < 0) LB_THROW(IoError, origin + ": pre-tokenizer regex failed (PCRE2 error " + std::to_string(rc) + ")");
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(match_data.get());
+    *b = ov[0];
+    *e = ov[1];
+    return true;
+  }
+
+  // Pre-tokenizes one normalised segment and BPE-encodes its words. The words are what Hugging Face's
+  // Split(behavior = Isolated) makes of the regex's matches as its regex iterator finds them (onig's
+  // find_iter): every match is a word, and so is the text between two matches. An empty match is a
+  // boundary only: it ends the text before it, but is no word itself; an empty match at the position
+  // where the previous match ended is not taken, and the next search starts one character later, so the
+  // character stepped over belongs to the text after it (not to a word of its own).
   void encode_segment(std::string_view seg, size_t base, std::vector<TokenId>* ids,
                       std::vector<size_t>* offsets) const {
-    const auto* subject = reinterpret_cast<PCRE2_SPTR>(seg.data());
-    PCRE2_SIZE pos = 0;
-    auto word = [&](size_t b, size_t e) {
+    auto word = [&](size_t b, size_t e) {  // a word is never empty: b < e <= seg.size()
       size_t first = ids->size();
       bpe(seg.substr(b, e - b), ids);
       if (offsets) {
@@ -389,27 +437,22 @@ struct Tokenizer::Impl {
         }
       }
     };
-    while (pos < seg.size()) {
-      int rc = jit ? pcre2_jit_match(regex.get(), subject, seg.size(), pos, PCRE2_NO_UTF_CHECK, match_data.get(),
-                                     match_context.get())
-                   : PCRE2_ERROR_JIT_STACKLIMIT;
-      if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {  // no JIT, or its stack is too small: the interpreter
-        rc = pcre2_match(regex.get(), subject, seg.size(), pos, PCRE2_NO_UTF_CHECK, match_data.get(), nullptr);
+    size_t emitted = 0;           // seg[0, emitted) is in words already
+    size_t start = 0;             // where the next search starts
+    size_t last_end = SIZE_MAX;   // end of the last match taken (none yet)
+    while (start <= seg.size()) {
+      size_t b = 0, e = 0;
+      if (!search(seg, start, &b, &e)) break;
+      if (b == e && e == last_end) {  // an empty match right after the last match: step over a character
+        start += std::max<size_t>(1, utf8_char_length(seg.substr(start)));
+        continue;
       }
-      if (rc == PCRE2_ERROR_NOMATCH) {
-        word(pos, seg.size());
-        break;
-      }
-      if (rc < 0) LB_THROW(IoError, origin + ": pre-tokenizer regex failed (PCRE2 error " + std::to_string(rc) + ")");
-      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(match_data.get());
-      size_t b = ov[0], e = ov[1];
-      if (b > pos) word(pos, b);  // "Isolated": the text between matches is a word too
-      if (e == b) {               // an empty match (none in Qwen2's regex): step over one character
-        e = b + std::max<size_t>(1, utf8_char_length(seg.substr(b)));
-      }
-      word(b, e);
-      pos = e;
+      if (b > emitted) word(emitted, b);
+      if (e > b) word(b, e);
+      emitted = e;
+      start = last_end = e;
     }
+    if (emitted < seg.size()) word(emitted, seg.size());
   }
 };
 
@@ -429,52 +472,147 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
   return from_json(read_file(path), path);
 }
 
-Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& origin) {
-  auto fail = [&](const std::string& what) -> IoError { return IoError(origin + ": " + what); };
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::exception& e) {
-    throw fail(std::string("not a valid tokenizer.json: ") + e.what());
+namespace {
+
+// Reading a tokenizer.json, step by step. Each step refuses what Hugging Face tokenizers refuses (its serde
+// layout: unknown keys, missing fields, wrong types; Oniguruma's verdict on the regex) and what lorabench
+// does not implement, with the reason; `fail` prefixes the file's name.
+using Fail = std::function<IoError(const std::string&)>;
+
+// The file's top level: only the keys tokenizers knows; truncation and padding unset (lorabench
+// truncates to data.seq_len and pads itself); a post-processor that adds nothing (ByteLevel or none);
+// the ByteLevel decoder (decode() is its byte-level inverse).
+void check_layout(const json& j, const Fail& fail) {
+  if (!j.is_object()) throw fail("not a tokenizer.json (the top level is not an object)");
+  static const char* const kKeys[] = {"version", "truncation", "padding", "added_tokens", "normalizer",
+                                      "pre_tokenizer", "post_processor", "decoder", "model"};
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (std::find_if(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return it.key() == k; }) == std::end(kKeys))
+      throw fail("unknown key \"" + it.key() + "\" (Hugging Face tokenizers refuses it too)");
   }
-  auto impl = std::make_unique<Impl>();
-  impl->origin = origin;
-  try {
-    // Normalizer: NFC or none.
-    const json& norm = j.at("normalizer");
-    if (norm.is_null()) {
-      impl->nfc = false;
-    } else if (norm.at("type") == "NFC") {
-      impl->nfc = true;
-    } else {
-      throw fail("unsupported normalizer " + norm.dump());
-    }
+  for (const char* k : {"truncation", "padding"}) {
+    if (j.contains(k) && !j.at(k).is_null())
+      throw fail(std::string("\"") + k + "\" is set: not supported (lorabench truncates to data.seq_len and pads itself)");
+  }
+  auto type_of = [&](const char* key) -> std::string {
+    const json& v = j.at(key);
+    if (!v.is_object() || !v.contains("type") || !v.at("type").is_string())
+      throw fail(std::string("\"") + key + "\" has no type: " + v.dump());
+    return v.at("type").get<std::string>();
+  };
+  if (j.contains("post_processor") && !j.at("post_processor").is_null() && type_of("post_processor") != "ByteLevel")
+    throw fail("unsupported post_processor " + j.at("post_processor").dump() + " (only ByteLevel or none)");
+  if (!j.contains("decoder") || j.at("decoder").is_null() || type_of("decoder") != "ByteLevel")
+    throw fail("unsupported decoder " + j.value("decoder", json()).dump() + " (only ByteLevel)");
+}
 
-    // Pre-tokenizer: Sequence[Split(Regex, Isolated), ByteLevel(use_regex = false)].
-    const json& pre = j.at("pre_tokenizer");
-    std::string pattern;
-    bool byte_level = false;
-    std::vector<json> steps;
-    if (pre.at("type") == "Sequence") {
-      for (const auto& s : pre.at("pretokenizers")) steps.push_back(s);
-    } else {
-      steps.push_back(pre);
-    }
-    for (const auto& s : steps) {
-      std::string type = s.at("type");
-      if (type == "Split" && pattern.empty() && s.at("pattern").contains("Regex") && s.at("behavior") == "Isolated" &&
-          !s.value("invert", false)) {
-        pattern = s.at("pattern").at("Regex");
-      } else if (type == "ByteLevel" && !s.value("add_prefix_space", false) && !s.value("use_regex", true)) {
-        byte_level = true;
-      } else {
-        throw fail("unsupported pre-tokenizer step " + s.dump());
-      }
-    }
-    if (pattern.empty() || !byte_level) throw fail("expected a Split regex and a ByteLevel pre-tokenizer");
+// Normalizer: NFC or none.
+bool read_normalizer(const json& j, const Fail& fail) {
+  const json& norm = j.at("normalizer");
+  if (norm.is_null()) return false;
+  if (norm.is_object() && norm.value("type", json()) == "NFC") return true;
+  throw fail("unsupported normalizer " + norm.dump());
+}
 
-    // Model: byte-level BPE.
-    const json& model = j.at("model");
+// Pre-tokenizer: Sequence[Split(Regex, Isolated), ByteLevel(use_regex = false)]; returns the regex.
+std::string read_split_pattern(const json& j, const Fail& fail) {
+  const json& pre = j.at("pre_tokenizer");
+  std::vector<json> steps;
+  if (pre.at("type") == "Sequence") {
+    for (const auto& s : pre.at("pretokenizers")) steps.push_back(s);
+  } else {
+    steps.push_back(pre);
+  }
+  std::string pattern;
+  bool byte_level = false;
+  for (const auto& s : steps) {
+    const std::string type = s.at("type");
+    if (type == "Split" && pattern.empty()) {
+      const std::string behavior = s.at("behavior");
+      static const char* const kBehaviors[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
+      if (std::find_if(std::begin(kBehaviors), std::end(kBehaviors), [&](const char* k) { return behavior == k; }) ==
+          std::end(kBehaviors))
+        throw fail("unknown Split behavior \"" + behavior + "\"");
+      const bool invert = s.at("invert").get<bool>();
+      if (behavior != "Isolated" || invert || !s.at("pattern").contains("Regex"))
+        throw fail("unsupported pre-tokenizer step " + s.dump() + " (only a Regex Split, Isolated, not inverted)");
+      pattern = s.at("pattern").at("Regex");
+    } else if (type == "ByteLevel" && !s.value("add_prefix_space", false) && !s.value("use_regex", true)) {
+      byte_level = true;
+    } else {
+      throw fail("unsupported pre-tokenizer step " + s.dump());
+    }
+  }
+  if (pattern.empty() || !byte_level) throw fail("expected a Split regex and a ByteLevel pre-tokenizer");
+  return pattern;
+}
+
+// Hugging Face tokenizers compiles the Split regex with Oniguruma (UTF-8, its default syntax): a regex
+// Oniguruma refuses makes tokenizers refuse the file, with Oniguruma's message, and so does lorabench
+// (PCRE2, which lorabench matches with, accepts some of them: branch reset (?|, (*VERB)s, (?C) callouts).
+void check_with_oniguruma(const std::string& pattern, const Fail& fail) {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    OnigEncoding encodings[] = {ONIG_ENCODING_UTF8};
+    onig_initialize(encodings, 1);
+  });
+  OnigErrorInfo info{};
+  regex_t* reg = nullptr;
+  const auto* p = reinterpret_cast<const OnigUChar*>(pattern.data());
+  const int rc = onig_new(&reg, p, p + pattern.size(), ONIG_OPTION_NONE, ONIG_ENCODING_UTF8, ONIG_SYNTAX_DEFAULT, &info);
+  if (rc == ONIG_NORMAL) {
+    onig_free(reg);
+    return;
+  }
+  OnigUChar msg[ONIG_MAX_ERROR_MESSAGE_LEN];
+  onig_error_code_to_str(msg, rc, &info);
+  throw fail(std::string("pre-tokenizer regex refused by Oniguruma (as Hugging Face tokenizers refuses it): ") +
+             reinterpret_cast<const char*>(msg));
+}
+
+// Every added token is an object with all of tokenizers' AddedToken fields (serde has no defaults for
+// them: a misspelled "lstrip" is a missing field there), each of its type.
+void check_added_token_fields(const json& a, size_t index, const Fail& fail) {
+  const std::string at = "added token " + std::to_string(index);
+  if (!a.is_object()) throw fail(at + " is not an object");
+  for (const char* k : {"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"}) {
+    if (!a.contains(k)) throw fail(at + ": missing field \"" + k + "\"");
+  }
+  if (!a.at("id").is_number_unsigned()) throw fail(at + ": \"id\" " + a.at("id").dump() + " is not an unsigned integer");
+  if (!a.at("content").is_string()) throw fail(at + ": \"content\" is not a string");
+  for (const char* k : {"single_word", "lstrip", "rstrip", "normalized", "special"}) {
+    if (!a.at(k).is_boolean()) throw fail(at + ": \"" + k + "\" is not a boolean");
+  }
+  for (auto it = a.begin(); it != a.end(); ++it) {
+    static const char* const kFields[] = {"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"};
+    if (std::find_if(std::begin(kFields), std::end(kFields), [&](const char* k) { return it.key() == k; }) == std::end(kFields))
+      throw fail(at + ": unknown field \"" + it.key() + "\"");
+  }
+}
+
+}  // namespace
+
+// The Impl's tables from the parsed file; each reader a step.
+struct Tokenizer::Loader {
+  const Fail& fail;
+  Impl& impl;
+  size_t entries = 0;  // vocabulary entries + added tokens: ids are expected near this
+  std::string raw;     // scratch
+
+  // Ids index tables of max_id + 1 entries: each must be an integer, and the largest one near the
+  // number of tokens (Hugging Face numbers them densely), or one crafted id would cost gigabytes.
+  TokenId id_of(const json& v) const {
+    if (!v.is_number_integer()) throw fail("token id " + v.dump() + " is not an integer");
+    const int64_t id = v.is_number_unsigned() ? int64_t(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX)) : v.get<int64_t>();
+    if (id < 0) throw fail("negative token id");
+    if (uint64_t(id) >= 2 * uint64_t(entries) + 1024)
+      throw fail("token id " + std::to_string(id) + " is far beyond the " + std::to_string(entries) +
+                 " tokens listed (ids are expected to be dense)");
+    return TokenId(id);
+  }
+
+  // Model: byte-level BPE without the features lorabench does not implement.
+  void check_model(const json& model) {
     if (model.at("type") != "BPE") throw fail("unsupported model type " + model.at("type").dump());
     if (model.value("byte_fallback", false)) throw fail("BPE byte_fallback is not supported");
     if (!model.value("dropout", json()).is_null()) throw fail("BPE dropout is not supported");
@@ -482,60 +620,47 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
       const json v = model.value(k, json());
       if (!v.is_null() && !(v.is_string() && v.get<std::string>().empty())) throw fail(std::string(k) + " is not supported");
     }
-    impl->ignore_merges = model.value("ignore_merges", false);
+    impl.ignore_merges = model.value("ignore_merges", false);
+  }
 
-
-    const json& vocab = model.at("vocab");
-    const json& added = j.at("added_tokens");
-    // Ids index tables of max_id + 1 entries: each must be an integer, and the largest one near the
-    // number of tokens (Hugging Face numbers them densely), or one crafted id would cost gigabytes.
-    const size_t entries = vocab.size() + added.size();
-    auto id_of = [&](const json& v) -> TokenId {
-      if (!v.is_number_integer()) throw fail("token id " + v.dump() + " is not an integer");
-      const int64_t id = v.is_number_unsigned() ? int64_t(std::min<uint64_t>(v.get<uint64_t>(), INT64_MAX)) : v.get<int64_t>();
-      if (id < 0) throw fail("negative token id");
-      if (uint64_t(id) >= 2 * uint64_t(entries) + 1024)
-        throw fail("token id " + std::to_string(id) + " is far beyond the " + std::to_string(entries) +
-                   " tokens listed (ids are expected to be dense)");
-      return TokenId(id);
-    };
+  void read_vocab(const json& vocab) {
     TokenId max_id = -1;
     for (const auto& v : vocab) max_id = std::max(max_id, id_of(v));
     if (max_id < 0) throw fail("empty vocabulary");
-    impl->bytes_of.assign(size_t(max_id) + 1, std::string());
-    impl->known.assign(size_t(max_id) + 1, false);
-    impl->index.reset(vocab.size() + added.size());
-    std::string raw;
+    impl.bytes_of.assign(size_t(max_id) + 1, std::string());
+    impl.known.assign(size_t(max_id) + 1, false);
+    impl.index.reset(entries);
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
       TokenId id = id_of(it.value());
-      if (impl->known[size_t(id)]) throw fail("token id " + std::to_string(id) + " is listed twice");
-      if (!byte_level_to_bytes(it.key(), &impl->bytes_of[size_t(id)]))
-        throw fail("vocabulary entry outside the byte-level alphabet");
-      impl->known[size_t(id)] = true;
-      impl->index.insert(id, impl->bytes_of);
+      if (impl.known[size_t(id)]) throw fail("token id " + std::to_string(id) + " is listed twice");
+      if (!byte_level_to_bytes(it.key(), &impl.bytes_of[size_t(id)])) throw fail("vocabulary entry outside the byte-level alphabet");
+      impl.known[size_t(id)] = true;
+      impl.index.insert(id, impl.bytes_of);
     }
     for (int b = 0; b < 256; ++b) {
-      TokenId id = impl->index.find(std::string(1, char(b)), impl->bytes_of);
+      TokenId id = impl.index.find(std::string(1, char(b)), impl.bytes_of);
       if (id < 0) throw fail("byte " + std::to_string(b) + " has no token");
-      impl->byte_token[size_t(b)] = id;
+      impl.byte_token[size_t(b)] = id;
     }
+  }
 
+  TokenId merge_token(std::string_view s) {
+    if (!byte_level_to_bytes(s, &raw)) throw fail("merge outside the byte-level alphabet: " + std::string(s));
+    TokenId id = impl.index.find(raw, impl.bytes_of);
+    if (id < 0) throw fail("merge names a token missing from the vocabulary: " + std::string(s));
+    return id;
+  }
+
+  void read_merges(const json& merges) {
     int32_t rank = 0;
-    auto token_of = [&](std::string_view s) -> TokenId {
-      if (!byte_level_to_bytes(s, &raw)) throw fail("merge outside the byte-level alphabet: " + std::string(s));
-      TokenId id = impl->index.find(raw, impl->bytes_of);
-      if (id < 0) throw fail("merge names a token missing from the vocabulary: " + std::string(s));
-      return id;
-    };
     std::string joined;
-    impl->merges.reserve(model.at("merges").size());
-    for (const auto& m : model.at("merges")) {
+    impl.merges.reserve(merges.size());
+    for (const auto& m : merges) {
       std::string_view a, b;
       if (m.is_string()) {  // "Ġ t" (the byte-level alphabet has no plain space)
         std::string_view s = m.get_ref<const std::string&>();
         size_t sp = s.find(' ');
-        if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-          throw fail("bad merge \"" + std::string(s) + "\"");
+        if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos) throw fail("bad merge \"" + std::string(s) + "\"");
         a = s.substr(0, sp);
         b = s.substr(sp + 1);
       } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {  // ["Ġ", "t"]
@@ -544,37 +669,39 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
       } else {
         throw fail("bad merge " + m.dump());
       }
-      TokenId ia = token_of(a), ib = token_of(b);
-      joined = impl->bytes_of[size_t(ia)];
-      joined += impl->bytes_of[size_t(ib)];
-      TokenId merged = impl->index.find(joined, impl->bytes_of);
-      if (merged < 0)
-        throw fail("merge \"" + std::string(a) + " " + std::string(b) + "\" makes a token missing from the vocabulary");
+      TokenId ia = merge_token(a), ib = merge_token(b);
+      joined = impl.bytes_of[size_t(ia)];
+      joined += impl.bytes_of[size_t(ib)];
+      TokenId merged = impl.index.find(joined, impl.bytes_of);
+      if (merged < 0) throw fail("merge \"" + std::string(a) + " " + std::string(b) + "\" makes a token missing from the vocabulary");
       // A pair listed twice keeps its first (lowest) rank.
-      impl->merges.emplace(Impl::pair_key(ia, ib), std::make_pair(rank++, merged));
+      impl.merges.emplace(Impl::pair_key(ia, ib), std::make_pair(rank++, merged));
     }
+  }
 
-    // Added tokens. Hugging Face tokenizers does not take their ids from the file: loading a
-    // tokenizer.json adds them one by one, in file order, and each gets (AddedVocabulary::add_tokens)
-    //   - the id it already has, when its content was added before (the same token listed twice);
-    //   - else the vocabulary id, when its content is a vocabulary entry (byte-level spelling);
-    //   - else the next id: the number of vocabulary entries for the first such token, then one past
-    //     the largest id given to an added token so far.
-    // The "id" in the file is only compared with that (a mismatch is a logged warning there). Taking
-    // it as the id instead let two tokens listed with one id share it: both encoded to that id, which
-    // decoded as the later one (<|im_start|> came back as <|im_end|>; fuzz_tokenizer found it).
-    const TokenId vocab_entries = TokenId(vocab.size());
+  // Added tokens. Hugging Face tokenizers does not take their ids from the file: loading a
+  // tokenizer.json adds them one by one, in file order, and each gets (AddedVocabulary::add_tokens)
+  //   - the id it already has, when its content was added before (the same token listed twice);
+  //   - else the vocabulary id, when its content is a vocabulary entry (byte-level spelling);
+  //   - else the next id: the number of vocabulary entries for the first such token, then one past
+  //     the largest id given to an added token so far.
+  // The "id" in the file is only compared with that (a mismatch is a logged warning there). Taking
+  // it as the id instead let two tokens listed with one id share it: both encoded to that id, which
+  // decoded as the later one (<|im_start|> came back as <|im_end|>; fuzz_tokenizer found it).
+  void read_added(const json& added, TokenId vocab_entries) {
     std::unordered_map<std::string, TokenId> added_ids;  // content -> id (Hugging Face's added_tokens_map)
     TokenId max_added = -1;
     std::vector<Impl::Added> fresh;  // added tokens that are not vocabulary entries
-    for (const auto& a : added) {
-      if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false))
+    for (size_t i = 0; i < added.size(); ++i) {
+      const json& a = added[i];
+      check_added_token_fields(a, i, fail);
+      if (a.at("lstrip").get<bool>() || a.at("rstrip").get<bool>() || a.at("single_word").get<bool>())
         throw fail("added token " + a.dump() + ": lstrip/rstrip/single_word are not supported");
       std::string text = a.at("content");
       (void)id_of(a.at("id"));  // must still be a sane id, although the id is assigned as above
-      if (text.empty()) throw fail("empty added token");
+      if (text.empty()) throw fail("empty added token (not supported)");
       if (added_ids.count(text)) continue;
-      TokenId id = byte_level_to_bytes(text, &raw) ? impl->index.find(raw, impl->bytes_of) : -1;
+      TokenId id = byte_level_to_bytes(text, &raw) ? impl.index.find(raw, impl.bytes_of) : -1;
       if (id >= 0) {
         // A vocabulary entry: it encodes to the vocabulary token, which decodes (through the ByteLevel
         // decoder, as in Hugging Face) to the entry's bytes. Those differ from the text when it spells
@@ -585,7 +712,7 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
                      " is a vocabulary entry in the byte-level alphabet, whose bytes are not its text: not supported");
       } else {
         id = max_added < vocab_entries ? vocab_entries : max_added + 1;
-        if (size_t(id) < impl->known.size() && impl->known[size_t(id)])
+        if (size_t(id) < impl.known.size() && impl.known[size_t(id)])
           throw fail("added token " + json(text).dump() + " gets id " + std::to_string(id) +
                      " (added tokens are numbered from the number of vocabulary entries, " +
                      std::to_string(vocab_entries) + "), which is already a vocabulary token's id");
@@ -593,42 +720,75 @@ Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& 
       }
       added_ids.emplace(text, id);
       max_added = std::max(max_added, id);
-      impl->added.push_back(Impl::Added{text, id});
-      impl->added_first[static_cast<unsigned char>(text[0])] = true;
+      impl.added.push_back(Impl::Added{text, id});
+      impl.added_first[static_cast<unsigned char>(text[0])] = true;
     }
-    if (size_t(max_added + 1) > impl->bytes_of.size()) {
-      impl->bytes_of.resize(size_t(max_added) + 1);
-      impl->known.resize(size_t(max_added) + 1, false);
+    if (size_t(max_added + 1) > impl.bytes_of.size()) {
+      impl.bytes_of.resize(size_t(max_added) + 1);
+      impl.known.resize(size_t(max_added) + 1, false);
     }
     for (const auto& a : fresh) {
-      impl->bytes_of[size_t(a.id)] = a.text;
-      impl->known[size_t(a.id)] = true;
-      impl->index.insert(a.id, impl->bytes_of);
+      impl.bytes_of[size_t(a.id)] = a.text;
+      impl.known[size_t(a.id)] = true;
+      impl.index.insert(a.id, impl.bytes_of);
     }
-    std::stable_sort(impl->added.begin(), impl->added.end(),
+    std::stable_sort(impl.added.begin(), impl.added.end(),
                      [](const Impl::Added& x, const Impl::Added& y) { return x.text.size() > y.text.size(); });
+  }
 
+  // The Split regex for PCRE2 (\s rewritten; JIT where it compiles).
+  void compile_regex(const std::string& pattern) {
     std::string pcre_pattern;
-    if (!onig_whitespace_to_pcre2(pattern, &pcre_pattern)) throw fail("unsupported \\S inside a character class");
+    if (!onig_pattern_to_pcre2(pattern, &pcre_pattern)) throw fail("unsupported \\S or \\H inside a character class");
     int err = 0;
     PCRE2_SIZE err_off = 0;
+    // Oniguruma's ^ and $ are line anchors and its newline is \n alone: PCRE2's multiline mode with LF.
+    std::unique_ptr<pcre2_compile_context, PcreCompileContextDeleter> ctx(pcre2_compile_context_create(nullptr));
+    if (!ctx || pcre2_set_newline(ctx.get(), PCRE2_NEWLINE_LF) != 0) throw fail("cannot set up PCRE2's compile context");
     pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pcre_pattern.data()), pcre_pattern.size(),
-                                     PCRE2_UTF | PCRE2_UCP, &err, &err_off, nullptr);
+                                     PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE, &err, &err_off, ctx.get());
     if (!code) {
       PCRE2_UCHAR msg[256];
       pcre2_get_error_message(err, msg, sizeof(msg));
-      throw fail("pre-tokenizer regex does not compile at offset " + std::to_string(err_off) + ": " +
-                 reinterpret_cast<const char*>(msg));
+      throw fail("pre-tokenizer regex: not supported by lorabench's regex engine (PCRE2, at offset " +
+                 std::to_string(err_off) + "): " + reinterpret_cast<const char*>(msg));
     }
-    impl->regex.reset(code);
-    impl->jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
-    if (impl->jit) {
-      impl->jit_stack.reset(pcre2_jit_stack_create(32 * 1024, 16 * 1024 * 1024, nullptr));
-      impl->match_context.reset(pcre2_match_context_create(nullptr));
-      if (!impl->jit_stack || !impl->match_context) throw fail("out of memory for the PCRE2 JIT stack");
-      pcre2_jit_stack_assign(impl->match_context.get(), nullptr, impl->jit_stack.get());
+    impl.regex.reset(code);
+    impl.jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
+    if (impl.jit) {
+      impl.jit_stack.reset(pcre2_jit_stack_create(32 * 1024, 16 * 1024 * 1024, nullptr));
+      impl.match_context.reset(pcre2_match_context_create(nullptr));
+      if (!impl.jit_stack || !impl.match_context) throw fail("out of memory for the PCRE2 JIT stack");
+      pcre2_jit_stack_assign(impl.match_context.get(), nullptr, impl.jit_stack.get());
     }
-    impl->match_data.reset(pcre2_match_data_create_from_pattern(code, nullptr));
+    impl.match_data.reset(pcre2_match_data_create_from_pattern(code, nullptr));
+  }
+};
+
+Tokenizer Tokenizer::from_json(const std::string& json_text, const std::string& origin) {
+  const Fail fail = [&](const std::string& what) { return IoError(origin + ": " + what); };
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception& e) {
+    throw fail(std::string("not a valid tokenizer.json: ") + e.what());
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->origin = origin;
+  try {
+    check_layout(j, fail);
+    impl->nfc = read_normalizer(j, fail);
+    const std::string pattern = read_split_pattern(j, fail);
+    check_with_oniguruma(pattern, fail);
+    const json& model = j.at("model");
+    const json& vocab = model.at("vocab");
+    const json& added = j.at("added_tokens");
+    Loader load{fail, *impl, vocab.size() + added.size(), {}};
+    load.check_model(model);
+    load.read_vocab(vocab);
+    load.read_merges(model.at("merges"));
+    load.read_added(added, TokenId(vocab.size()));
+    load.compile_regex(pattern);
   } catch (const json::exception& e) {
     throw fail(std::string("malformed tokenizer.json: ") + e.what());
   }

@@ -91,6 +91,17 @@ case_ "weights that do not fit config.json" "one tensor's shape transposed" "$lo
 # --- tokenizer and data
 printf '{"model": ' >tok_trunc.json
 case_ "truncated tokenizer.json" "\`{\"model\": \`" "$lorabench" "${tiny[@]}" --set data.format=auto --set data.path="$src/inputs/data/sft_toy.jsonl" --set data.tokenizer=tok_trunc.json
+python3 - "$tok" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1], encoding="utf-8"))
+j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {"Regex": "(?|a|b)"}
+open("tok_branch_reset.json", "w", encoding="utf-8").write(json.dumps(j))
+j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {"Regex": "b*"}
+j["added_tokens"][0]["lsrtip"] = j["added_tokens"][0].pop("lstrip")
+open("tok_misspelled.json", "w", encoding="utf-8").write(json.dumps(j))
+PY
+case_ "tokenizer.json regex Oniguruma refuses" "a branch-reset group (PCRE2 takes it; Hugging Face refuses the file)" "$lorabench" "${tiny[@]}" --set data.format=auto --set data.path="$src/inputs/data/sft_toy.jsonl" --set data.tokenizer=tok_branch_reset.json
+case_ "misspelled added-token field" "\`\"lsrtip\"\` for \`\"lstrip\"\`" "$lorabench" "${tiny[@]}" --set data.format=auto --set data.path="$src/inputs/data/sft_toy.jsonl" --set data.tokenizer=tok_misspelled.json
 printf '{"instruction": "a", "output": "b"}\n{"instruction": "caf\xe9", "output": "c"}\n' >latin1.jsonl
 case_ "non-UTF-8 JSONL" "a Latin-1 byte in record 2" "$lorabench" "${tiny[@]}" "${data[@]}" --set data.path=latin1.jsonl
 printf '{"instruction": "a", "output": "b"}\n{"instruction": "a", "output": \n' >malformed.jsonl

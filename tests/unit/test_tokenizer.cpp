@@ -1,8 +1,10 @@
 #include <gtest/gtest.h>
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -299,4 +301,149 @@ TEST(Tokenizer, LongWordsAndRunsRoundTrip) {
   EXPECT_LT(ids.size(), 20000u);  // merged into long whitespace tokens
   std::string digits(5000, '7');
   EXPECT_EQ(tok->encode(digits).size(), 5000u);  // \p{N} splits every digit
+}
+
+// What Hugging Face tokenizers does, recorded by scripts/make-fixtures.sh tokenizer-split
+// (tests/fixtures/tokenizer/make_split_cases.py): Split regexes that can match the empty string, on the
+// tests' tiny tokenizer, and tokenizer.json files that tokenizers refuses.
+namespace {
+
+const json& hf_split_cases() {
+  static const json cases = [] {
+    std::ifstream in(std::string(LORABENCH_FIXTURES) + "/tokenizer/hf_split_cases.json");
+    EXPECT_TRUE(in.good()) << "missing fixture tests/fixtures/tokenizer/hf_split_cases.json";
+    return in ? json::parse(in) : json::object();
+  }();
+  return cases;
+}
+
+json tiny_base() {
+  std::ifstream in(std::string(LORABENCH_SOURCE_DIR) + "/" + hf_split_cases().at("base").get<std::string>());
+  EXPECT_TRUE(in.good());
+  return json::parse(in);
+}
+
+json with_split_pattern(json j, const std::string& pattern) {
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"] = {{"Regex", pattern}};
+  return j;
+}
+
+// Regexes Oniguruma accepts whose meaning PCRE2 does not share (refused, with the reason, instead of
+// being matched differently). Each is in the fixture's "patterns" with tokenizers' ids.
+const std::vector<std::pair<std::string, std::string>>& knowingly_refused() {
+  static const std::vector<std::pair<std::string, std::string>> r = {
+      {"(?<!a+)b", "lookbehind assertion is not fixed length"},  // PCRE2 10.42 has fixed-length lookbehinds only
+      {"\\x{110000}", "too large"},  // beyond Unicode: Oniguruma takes it (it matches no character)
+  };
+  return r;
+}
+
+}  // namespace
+
+TEST(Tokenizer, SplitRegexesMatchHuggingFaceOnEveryText) {
+  const json& f = hf_split_cases();
+  const auto texts = f.at("texts").get<std::vector<std::string>>();
+  const json base = tiny_base();
+  ASSERT_GE(f.at("patterns").size(), 100u);
+  int compared = 0;
+  for (const auto& c : f.at("patterns")) {
+    const std::string pattern = c.at("pattern");
+    SCOPED_TRACE("pattern " + json(pattern).dump());
+    auto known = std::find_if(knowingly_refused().begin(), knowingly_refused().end(),
+                              [&](const auto& k) { return k.first == pattern; });
+    if (known != knowingly_refused().end()) {
+      try {
+        Tokenizer::from_json(with_split_pattern(base, pattern).dump(), "split.json");
+        ADD_FAILURE() << "expected a refusal: " << known->second;
+      } catch (const IoError& e) {
+        EXPECT_NE(std::string(e.what()).find(known->second), std::string::npos) << e.what();
+      }
+      continue;
+    }
+    const Tokenizer tok = Tokenizer::from_json(with_split_pattern(base, pattern).dump(), "split.json");
+    ASSERT_EQ(c.at("ids").size(), texts.size());
+    for (size_t i = 0; i < texts.size(); ++i) {
+      std::vector<size_t> offsets;
+      const auto ids = tok.encode(texts[i], &offsets);
+      EXPECT_EQ(ids, c.at("ids")[i].get<std::vector<TokenId>>()) << "text " << json(texts[i]).dump();
+      EXPECT_EQ(tok.decode(ids), tok.normalize(texts[i])) << "text " << json(texts[i]).dump();
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 3000);
+}
+
+// The example, spelled out: "é" alone and CJK before <|im_end|>, with a regex whose
+// \s*(?!\S) matches the empty string at the end of the segment.
+TEST(Tokenizer, EmptyMatchAtTheEndOfASegmentAddsNothing) {
+  const Tokenizer tok = Tokenizer::from_json(
+      with_split_pattern(tiny_base(), "(?i:'s|'t|'re|'v|'d)|[^\\r\\n\\p{L}\\s]+|\\s*(?!\\S)|\\s+").dump(), "x");
+  EXPECT_EQ(tok.encode("\xC3\xA9"), (std::vector<TokenId>{127, 102}));
+  const std::string text = "\xE4\xBD\xA0\xE5\xA5\xBD<|im_end|>";
+  EXPECT_EQ(tok.decode(tok.encode(text)), text);
+}
+
+TEST(Tokenizer, RefusesTheRegexesOnigurumaRefuses) {
+  const json base = tiny_base();
+  ASSERT_GE(hf_split_cases().at("refused_patterns").size(), 5u);
+  for (const auto& c : hf_split_cases().at("refused_patterns")) {
+    const std::string pattern = c.at("pattern");
+    SCOPED_TRACE("pattern " + json(pattern).dump() + ", tokenizers: " + c.at("error").get<std::string>());
+    try {
+      Tokenizer::from_json(with_split_pattern(base, pattern).dump(), "some/tokenizer.json");
+      ADD_FAILURE() << "accepted a regex Hugging Face tokenizers refuses";
+    } catch (const IoError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find("some/tokenizer.json"), std::string::npos) << m;
+      // tokenizers says "Oniguruma error: <message> at line 1 column N": the same message.
+      std::string onig = c.at("error");
+      onig = onig.substr(onig.find(": ") + 2);
+      onig = onig.substr(0, onig.find(" at line "));
+      EXPECT_NE(m.find(onig), std::string::npos) << m;
+    }
+  }
+}
+
+TEST(Tokenizer, RefusesTheFilesHuggingFaceRefuses) {
+  const json base = tiny_base();
+  // Files tokenizers loads that lorabench refuses as unsupported (the substring of its reason).
+  const std::map<std::string, std::string> unsupported = {
+      {"added token content empty", "empty added token"},
+      {"decoder null", "unsupported decoder"},
+      {"decoder missing", "unsupported decoder"},
+      {"decoder Metaspace", "unsupported decoder"},
+      {"padding set", "\"padding\" is set"},
+      {"truncation set", "\"truncation\" is set"},
+      {"post_processor TemplateProcessing", "unsupported post_processor"},
+  };
+  int refused = 0;
+  for (const auto& c : hf_split_cases().at("files")) {
+    const std::string name = c.at("name");
+    SCOPED_TRACE(name);
+    json j = base;
+    for (const auto& ch : c.at("changes")) {
+      const json::json_pointer ptr(ch.at("pointer").get<std::string>());
+      if (ch.at("delete").get<bool>()) {
+        j[ptr.parent_pointer()].erase(ptr.back());
+      } else {
+        j[ptr] = ch.at("value");
+      }
+    }
+    std::string error;
+    try {
+      Tokenizer::from_json(j.dump(), "some/tokenizer.json");
+    } catch (const IoError& e) {
+      error = e.what();
+      EXPECT_NE(error.find("some/tokenizer.json"), std::string::npos) << error;
+    }
+    if (!c.at("accepted").get<bool>()) {
+      EXPECT_FALSE(error.empty()) << "accepted a file tokenizers refuses (" << c.at("error").get<std::string>() << ")";
+      refused += !error.empty();
+    } else if (unsupported.count(name)) {
+      EXPECT_NE(error.find(unsupported.at(name)), std::string::npos) << error;
+    } else {
+      EXPECT_TRUE(error.empty()) << error;
+    }
+  }
+  EXPECT_GE(refused, 15);
 }

@@ -5,7 +5,8 @@
 //      text first, leftmost then longest; each becomes its id and splits the text into segments;
 //   2. each segment is NFC-normalised (libutf8proc), when the file's normalizer is NFC;
 //   3. the pre-tokenizer's Split regex (read from the file; PCRE2 with UTF + UCP, JIT-compiled) cuts the
-//      segment into words ("Isolated": every byte belongs to exactly one word); \s is rewritten to the
+//      segment into words ("Isolated": every byte belongs to exactly one word; an empty match only ends
+//      the text before it, as in Hugging Face's Split, see encode_segment); \s is rewritten to the
 //      Unicode White_Space class first, because that is Oniguruma's \s (what Hugging Face compiles the
 //      regex with) while PCRE2's also matches U+180E;
 //   4. each word's bytes are merged by merge rank (lowest first, leftmost among equals) into vocabulary
@@ -33,9 +34,13 @@ using TokenId = int32_t;
 class Tokenizer {
  public:
   // Reads a tokenizer.json. Throws IoError naming the path when the file is missing (with the hint to run
-  // scripts/install-deps.sh), is not valid JSON, or uses a feature this implementation does not have
-  // (a model other than BPE, byte fallback, a normalizer other than NFC/none, added tokens with
-  // lstrip/rstrip/single_word): an unsupported tokenizer is refused, never approximated.
+  // scripts/install-deps.sh), is not valid JSON, is one that Hugging Face tokenizers refuses too (an
+  // unknown key, an added token missing one of its fields or with a field of the wrong type, a regex
+  // Oniguruma does not compile: tests/fixtures/tokenizer/hf_split_cases.json lists the cases), or uses a
+  // feature this implementation does not have (a model other than BPE, byte fallback, a normalizer other
+  // than NFC/none, a post-processor other than ByteLevel/none, a decoder other than ByteLevel, truncation
+  // or padding, added tokens with lstrip/rstrip/single_word): an unsupported tokenizer is refused, never
+  // approximated.
   // Added tokens get the ids Hugging Face tokenizers gives them, not the file's "id" fields: in file
   // order, a token listed again keeps its id, one whose content is a vocabulary entry gets that entry's
   // id, any other the next id after the vocabulary (the number of entries) and the added tokens before
@@ -69,6 +74,7 @@ class Tokenizer {
 
  private:
   struct Impl;
+  struct Loader;
   explicit Tokenizer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

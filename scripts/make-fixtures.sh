@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Regenerates the reference fixtures that the project's own scripts make from the real libraries
+# (tests/fixtures/README.md says which fixture comes from where). Each fixture's libraries are installed
+# by name, at pinned versions, from PyPI into a scratch virtual environment of its own under
+# ${XDG_CACHE_HOME:-~/.cache}/lorabench/fixtures-<name> (created on first use, reused after); the tests
+# never run this, and never need the network.
+#   scripts/make-fixtures.sh list
+#   scripts/make-fixtures.sh tokenizer-split    # tests/fixtures/tokenizer/hf_split_cases.json (tokenizers)
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/lorabench"
+
+die() { echo "make-fixtures.sh: $*" >&2; exit 2; }
+
+# venv NAME PACKAGE==VERSION...: prints the path of a venv holding exactly those pins.
+venv() {
+  local name="$1"
+  shift
+  local dir="$cache/fixtures-$name" stamp
+  stamp="$(printf '%s\n' "$@")"
+  if [ ! -x "$dir/bin/python" ] || [ "$(cat "$dir/.pins" 2>/dev/null)" != "$stamp" ]; then
+    rm -rf "$dir"
+    python3 -m venv "$dir" >&2
+    "$dir/bin/pip" install --quiet --disable-pip-version-check "$@" >&2
+    printf '%s\n' "$stamp" >"$dir/.pins"
+  fi
+  echo "$dir"
+}
+
+case "${1:-}" in
+  list) echo tokenizer-split ;;
+  tokenizer-split)
+    v=$(venv tokenizer-split tokenizers==0.23.3)
+    "$v/bin/python" "$here/tests/fixtures/tokenizer/make_split_cases.py"
+    ;;
+  *) die "usage: scripts/make-fixtures.sh list | tokenizer-split" ;;
+esac
