@@ -58,6 +58,10 @@ def torch_python():
         return os.path.join(venv, "bin", "python")
 
 
+# The AVX-512 subsets libtorch 2.14 requires before it runs a bf16 GEMM with oneDNN on a CPU.
+AVX512_GEMM_FLAGS = frozenset({"avx512f", "avx512bw", "avx512vl", "avx512dq"})
+
+
 def cpu_bf16_gemm_native(cpuinfo="/proc/cpuinfo"):
     """Whether libtorch runs bf16 GEMMs on this CPU with oneDNN: only with AVX-512 F, BW, VL and DQ. Elsewhere
     (an AVX2-only AMD EPYC) it runs its reference loops, 7-90x slower than fp32 on one core, and lorabench
@@ -68,7 +72,7 @@ def cpu_bf16_gemm_native(cpuinfo="/proc/cpuinfo"):
             flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), None)
     except OSError:
         return True
-    return flags is None or {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= set(flags)
+    return flags is None or AVX512_GEMM_FLAGS <= set(flags)
 
 
 def cpu_gemm_dtype(torch):

@@ -19,6 +19,10 @@ of the R predictions with the median of the R measurements. The single runs' rat
 measured step between rounds are printed beside them: on a VM whose speed moves by tens of percent between
 runs, one run's ratio measures the machine as much as the planner. Targets: memory within 10%, step time
 within 25% (of the medians). Prints a Markdown table and the pass counts; exits 1 on a miss.
+
+--evidence DIR also writes the result as an evidence file (bench/evidence.py: the command, commit, machine,
+host noise, every run file's sha256 with the summary attributes compared, the table's figures), from which
+scripts/results-doc.py writes docs/results.md; a run that misses a target is evidence too.
 """
 import argparse
 import os
@@ -27,7 +31,14 @@ import subprocess
 import sys
 import time
 
-from benchlib import host_noise, summary
+import evidence
+from benchlib import QUIET_CV, host_noise, torch_python
+
+MEM_TOL, STEP_TOL = 0.10, 0.25  # the targets: |predicted / measured - 1| within these
+# The /metrics/summary attributes an evidence file keeps of each run (54 runs' full summaries would make it
+# large): what is compared, and what names the run.
+EVIDENCE_KEYS = ("predicted_tensor_peak_bytes", "mem_peak_bytes_max", "predicted_step_time_s", "step_time_median_s",
+                 "strategy", "world_size", "dtype", "seq_len", "micro_batch", "measured_steps", "loss_first")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -40,6 +51,13 @@ def mpirun(n):
     if os.geteuid() == 0:
         cmd.insert(1, "--allow-run-as-root")
     return cmd
+
+
+def torch_version():
+    """The venv's torch (host_noise runs there), for the evidence's machine description."""
+    p = subprocess.run([torch_python(), "-c", "import torch; print(torch.__version__)"], stdout=subprocess.PIPE,
+                       text=True)
+    return p.stdout.strip() or None
 
 
 def run(cmd, log):
@@ -58,10 +76,15 @@ def main():
     ap.add_argument("--noise-seconds", type=float, default=10,
                     help="how long bench/host_noise.py measures the machine's quiet before and after (default 10)")
     ap.add_argument("--out", default=os.path.join(ROOT, "outputs", "plan-validate-" + time.strftime("%Y%m%d-%H%M%S")))
+    ap.add_argument("--evidence", default=None, metavar="DIR",
+                    help="also write an evidence file, DIR/<machine family>/<UTC date>-<commit>-plan-validate.json")
     ap.add_argument("--bin", default=os.path.join(os.environ.get("LORABENCH_BUILD_DIR", os.path.join(ROOT, "build")),
                                                   "src", "app", "lorabench"))
     a = ap.parse_args()
+    started = evidence.utc_now()
     os.makedirs(a.out, exist_ok=True)
+    if a.evidence:
+        os.makedirs(a.evidence, exist_ok=True)  # an unwritable DIR fails now, not after the runs
     worlds = [int(w) for w in a.worlds.split(",")]
     ini = os.path.join(ROOT, "inputs", "bench.ini")
     env_sets = ["--set", "run.quiet=true", "--set", "run.predict=true", "--set", "profile.peak_gflops=100"]
@@ -81,17 +104,18 @@ def main():
                                    "run.warmup_steps=1", "--set", f"run.output_dir={a.out}", "--set",
                                    f"run.name={name}"]
             run(cmd + env_sets, os.path.join(a.out, name + ".log"))
-            s = summary(os.path.join(a.out, name, "run.h5"))
+            record = evidence.run_file_record(os.path.join(a.out, name, "run.h5"), EVIDENCE_KEYS)
+            s = record["summary"]
             r = dict(mem_pred=s["predicted_tensor_peak_bytes"], mem=s["mem_peak_bytes_max"],
-                     step_pred=s["predicted_step_time_s"], step=s["step_time_median_s"])
+                     step_pred=s["predicted_step_time_s"], step=s["step_time_median_s"], run=name, run_file=record)
             runs[(preset, strategy, world)].append(r)
             print(f"round {rep}, {name}: memory {r['mem_pred'] / r['mem']:.3f}, step {r['step_pred'] / r['step']:.3f} "
                   f"({r['step_pred']:.3f} s predicted, {r['step']:.3f} s measured)", flush=True)
     rows = []
     for (preset, strategy, world), rs in runs.items():
         med = {k: statistics.median(r[k] for r in rs) for k in ("mem_pred", "mem", "step_pred", "step")}
-        rows.append(dict(preset=preset, strategy=strategy, world=world, **med,
-                         single=[r["step_pred"] / r["step"] for r in rs],
+        rows.append(dict(preset=preset, strategy=strategy, world=world, **med, mem_ratio=med["mem_pred"] / med["mem"],
+                         step_ratio=med["step_pred"] / med["step"], single=[r["step_pred"] / r["step"] for r in rs],
                          spread=max(r["step"] for r in rs) / min(r["step"] for r in rs)))
     mib = 1 << 20
     noise_after = host_noise(a.noise_seconds)
@@ -101,23 +125,34 @@ def main():
              "| model | strategy | ranks | tensor peak / rank predicted (MiB) | measured (MiB) | ratio | "
              "step predicted (s) | measured (s) | ratio | single runs' ratios | measured max / min |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    mem_ok = step_ok = 0
     for r in rows:
-        mr, sr = r["mem_pred"] / r["mem"], r["step_pred"] / r["step"]
-        mem_ok += abs(mr - 1) <= 0.10
-        step_ok += abs(sr - 1) <= 0.25
         lines.append(f"| {r['preset']} | {r['strategy']} | {r['world']} | {r['mem_pred'] / mib:.1f} | "
-                     f"{r['mem'] / mib:.1f} | {mr:.3f} | {r['step_pred']:.3f} | {r['step']:.3f} | {sr:.3f} | "
-                     f"{' / '.join(f'{x:.2f}' for x in r['single'])} | {r['spread']:.2f} |")
+                     f"{r['mem'] / mib:.1f} | {r['mem_ratio']:.3f} | {r['step_pred']:.3f} | {r['step']:.3f} | "
+                     f"{r['step_ratio']:.3f} | {' / '.join(f'{x:.2f}' for x in r['single'])} | {r['spread']:.2f} |")
     lines.append("")
-    single_ok = sum(abs(x - 1) <= 0.25 for r in rows for x in r["single"])
-    lines.append(f"memory within 10%: {mem_ok}/{len(rows)}; step time within 25%: {step_ok}/{len(rows)} "
-                 f"(single runs: {single_ok}/{sum(len(r['single']) for r in rows)})")
+    passed = dict(memory=sum(abs(r["mem_ratio"] - 1) <= MEM_TOL for r in rows),
+                  step=sum(abs(r["step_ratio"] - 1) <= STEP_TOL for r in rows), configurations=len(rows),
+                  single=sum(abs(x - 1) <= STEP_TOL for r in rows for x in r["single"]),
+                  single_runs=sum(len(r["single"]) for r in rows))
+    mem_ok, step_ok = passed["memory"], passed["step"]
+    lines.append(f"memory within {100 * MEM_TOL:.0f}%: {mem_ok}/{len(rows)}; step time within {100 * STEP_TOL:.0f}%: "
+                 f"{step_ok}/{len(rows)} (single runs: {passed['single']}/{passed['single_runs']})")
     table = "\n".join(lines) + "\n"
     with open(os.path.join(a.out, "validation.md"), "w") as f:
         f.write(table)
     print(table)
     print(f"files: {a.out}")
+    if a.evidence:
+        machine = evidence.machine_description(a.bin, versions={"torch": torch_version()})
+        settings = dict(presets=a.presets.split(","), worlds=worlds, steps=a.steps, warmup=1, repeats=a.repeats,
+                        memory_tolerance=MEM_TOL, step_tolerance=STEP_TOL, out=os.path.abspath(a.out), bin=a.bin)
+        body = {"settings": settings, "table": {"rows": rows, "passed": passed},
+                "runs": [{"preset": p, "strategy": st, "world": w,  # the figures compared are in each summary
+                          "rounds": [{"run": r["run"], "run_file": r["run_file"]} for r in rs]}
+                         for (p, st, w), rs in runs.items()]}
+        noise = {"before": noise_before, "after": noise_after, "quiet_cv": QUIET_CV}
+        print("evidence: " + evidence.write(a.evidence, "plan-validate", "The planner against measurement (bench/"
+                                            "plan_validate.py)", started, machine, noise, body, "plan-validate"))
     return 0 if mem_ok == step_ok == len(rows) else 1
 
 

@@ -20,6 +20,11 @@ torch.compile, DDP, FSDP2, and on GPU with Liger Kernel), on one machine, in one
     scripts/bench.sh --quick        # tiny shape, 1 round, lorabench and the eager peer (tests/e2e)
     scripts/bench.sh --device cuda --sweep-batch    # the GPU table also at the largest micro-batch that fits
     scripts/bench.sh --dtype fp32   # every side in fp32 (the workloads are then named 0.5b-fp32, ...)
+    scripts/bench.sh --device cpu --rounds 3 --evidence results   # also results/<family>/<date>-<commit>.json
+
+--evidence DIR writes the run as an evidence file (bench/evidence.py): the command, commit, machine, host
+noise, every run (lorabench's run files with their sha256 and summary) and the table's figures, from which
+scripts/results-doc.py writes docs/results.md.
 """
 import argparse
 import json
@@ -31,7 +36,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 
-from benchlib import cpu_bf16_gemm_native, host_noise, mpirun, summary
+import evidence
+from benchlib import QUIET_CV, cpu_bf16_gemm_native, host_noise, mpirun, summary
 from equal_work import hf_config, loss_matches, loss_rtol, write_snapshot
 from frame import lora_flops_per_token
 
@@ -139,14 +145,16 @@ def run_lorabench(args, w, snapshot, frame, tag, env):
     run = f"{w.name}-{tag}"
     _, _, rss = measure_isolated(lorabench_cmd(args, w, snapshot, frame, run), env)
     path = os.path.join(args.run_dir, run, "run.h5")
-    s = summary(path)
+    record = evidence.run_file_record(path)  # hashed now: the run directory is a temporary one
+    s = record["summary"]
     # On a GPU the peers report CUDA's peak allocated bytes; lorabench's run file has the same figure.
     mem = s["mem_peak_bytes_max"] / 2**20 if args.device == "cuda" else rss
     step = s["step_time_median_s"]
     tokens = int(s["global_batch_size"]) * int(s["seq_len"])
     return Run("lorabench", step, tokens / step, mem, s["loss_first"], s["flops_per_step"],
                {"loss_last": s["loss_last"], "dtype": summary(path, "/config")["model.dtype"],
-                "attention_kernel": summary(path, "/provenance").get("attention_kernel", "not recorded")})
+                "attention_kernel": summary(path, "/provenance").get("attention_kernel", "not recorded"),
+                "run_file": record})
 
 
 def peer_cmd(args, w, mode, snapshot, port):
@@ -364,7 +372,45 @@ def med(xs):
     return statistics.median(xs)
 
 
-def render(args, facts, results, frames, sweeps):
+def summarise(args, results, frames):
+    """The table's figures as numbers, which render() formats and --evidence stores, so that the evidence
+    holds what the table shows: one row per workload and side (medians over the rounds; lorabench's speedup
+    and memory ratio against the side), the DDP scaling of each side, and each frame."""
+    rows = []
+    for w, runs in results:
+        frame = best_frame(frames[frame_key(w)])
+        flops = step_flops(w, runs)
+        ours = runs.get("lorabench")
+        for side, rs in runs.items():
+            row = {"workload": w.name, "side": side,
+                   "label": "lorabench " + w.strategy if side == "lorabench" else rs[0].side, "ranks": w.ranks,
+                   "step_s": med([x.step_s for x in rs]), "tokens_per_s": med([x.tokens_per_s for x in rs]),
+                   "mem_mib": med([x.mem_mib for x in rs]), "loss0": rs[0].loss0, "speedup": None, "mem_ratio": None}
+            row["mfu_percent"] = 100 * flops / row["step_s"] / (frame * w.ranks)
+            if ours and side != "lorabench":
+                row["speedup"] = med([x.tokens_per_s for x in ours]) / row["tokens_per_s"]
+                row["mem_ratio"] = med([x.mem_mib for x in ours]) / row["mem_mib"]
+            rows.append(row)
+    scaling = []
+    names = {w.name: runs for w, runs in results}
+    multi, single = f"0.5b-{args.dtype}-ddp2", f"0.5b-{args.dtype}"
+    if multi in names and single in names:
+        for side in ("lorabench", "eager"):
+            if side in names[multi] and side in names[single]:
+                eff = (med([x.tokens_per_s for x in names[multi][side]])
+                       / (2 * med([x.tokens_per_s for x in names[single][side]])))
+                scaling.append({"workload": multi, "side": side, "label": names[multi][side][0].side,
+                                "ranks": 2, "percent": 100 * eff})
+    frame_rows = []
+    for (preset, seq, batch), fr in frames.items():
+        fs = [f["frame_flops_per_s"] / 1e9 for f in fr]
+        frame_rows.append({"preset": preset, "seq": seq, "batch": batch, "gflops": best_frame(fr) / 1e9,
+                           "measured_gflops": fs, "spread_percent": 100 * (max(fs) - min(fs)) / max(fs),
+                           "how": fr[0]["how"]})
+    return {"rows": rows, "ddp_scaling": scaling, "frames": frame_rows}
+
+
+def render(args, facts, figures, results, sweeps):
     lines = []
     add = lines.append
     v = facts["versions"]
@@ -389,28 +435,18 @@ def render(args, facts, results, frames, sweeps):
     add(f"| workload | side | ranks | step (s) | tokens/s | LoRA-MFU | {mem_name} | step-0 loss | "
         f"lorabench speedup | lorabench memory / side |")
     add("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for w, runs in results:
-        frame = best_frame(frames[frame_key(w)])
-        flops = step_flops(w, runs)
-        ours = runs.get("lorabench")
-        for side, rs in runs.items():
-            step, tok = med([x.step_s for x in rs]), med([x.tokens_per_s for x in rs])
-            mem = med([x.mem_mib for x in rs])
-            mfu = f"{100 * flops / step / (frame * w.ranks):.1f}%"
-            ratio = mem_ratio = ""
-            if ours and side != "lorabench":
-                ratio = f"{med([x.tokens_per_s for x in ours]) / tok:.2f}x"
-                mem_ratio = f"{med([x.mem_mib for x in ours]) / mem:.2f}"
-            name = "lorabench " + w.strategy if side == "lorabench" else rs[0].side
-            add(f"| {w.name} | {name} | {w.ranks} | {step:.3f} | {tok:.1f} | {mfu} | {mem:.0f} | "
-                f"{rs[0].loss0:.5f} | {ratio} | {mem_ratio} |")
+    for r in figures["rows"]:
+        ratio = "" if r["speedup"] is None else f"{r['speedup']:.2f}x"
+        mem_ratio = "" if r["mem_ratio"] is None else f"{r['mem_ratio']:.2f}"
+        add(f"| {r['workload']} | {r['label']} | {r['ranks']} | {r['step_s']:.3f} | {r['tokens_per_s']:.1f} | "
+            f"{r['mfu_percent']:.1f}% | {r['mem_mib']:.0f} | {r['loss0']:.5f} | {ratio} | {mem_ratio} |")
     add("")
-    for (preset, seq, batch), fr in frames.items():
-        fs = [f["frame_flops_per_s"] for f in fr]
-        add(f"- LoRA-MFU frame for {preset}, seq {seq}, micro-batch {batch}: {best_frame(fr) / 1e9:.1f} GFLOP/s per "
-            f"rank, every GEMM shape at its best over {len(fs)} measurements, the same figure for every side; measured "
-            f"{', '.join(f'{x / 1e9:.1f}' for x in fs)} (before the first run, between rounds, after the last; "
-            f"spread {100 * (max(fs) - min(fs)) / max(fs):.1f}% of the best): {fr[0]['how']}")
+    for f in figures["frames"]:
+        fs = f["measured_gflops"]
+        add(f"- LoRA-MFU frame for {f['preset']}, seq {f['seq']}, micro-batch {f['batch']}: {f['gflops']:.1f} GFLOP/s "
+            f"per rank, every GEMM shape at its best over {len(fs)} measurements, the same figure for every side; "
+            f"measured {', '.join(f'{x:.1f}' for x in fs)} (before the first run, between rounds, after the last; "
+            f"spread {f['spread_percent']:.1f}% of the best): {f['how']}")
     add("- LoRA-MFU = the LoRA FLOPs per step of docs/metrics.md (lorabench's record of them checked) / step time "
         "/ (frame x ranks), the same FLOPs for every side")
     kernels = sorted({x.extra.get("attention_kernel", "") for _, runs in results for x in runs.get("lorabench", [])})
@@ -426,14 +462,8 @@ def render(args, facts, results, frames, sweeps):
     for w, _ in results:
         if w.note:
             add(f"- {w.name}: {w.note}")
-    names = {w.name: runs for w, runs in results}
-    for multi, single in ((f"0.5b-{args.dtype}-ddp2", f"0.5b-{args.dtype}"),):
-        if multi in names and single in names:
-            for side_m, side_s in (("lorabench", "lorabench"), ("eager", "eager")):
-                if side_m in names[multi] and side_s in names[single]:
-                    eff = (med([x.tokens_per_s for x in names[multi][side_m]])
-                           / (2 * med([x.tokens_per_s for x in names[single][side_s]])))
-                    add(f"- DDP scaling on 2 ranks, {names[multi][side_m][0].side}: {100 * eff:.1f}%")
+    for x in figures["ddp_scaling"]:
+        add(f"- DDP scaling on 2 ranks, {x['label']}: {x['percent']:.1f}%")
     if args.device == "cpu":
         add("- peak RSS: the largest resident set of any one process of the run (ru_maxrss of the waited-for "
             "children), the same way for every side; it includes the snapshot pages mapped while loading (lorabench "
@@ -462,6 +492,9 @@ def main():
                          "named in the table; not one the benchmark sets itself")
     ap.add_argument("--out", default=None, help="also write the Markdown table here")
     ap.add_argument("--json", default=None, help="also write the raw results here")
+    ap.add_argument("--evidence", default=None, metavar="DIR",
+                    help="also write the run as an evidence file, DIR/<machine family>/<UTC date>-<commit>[-<tag>]"
+                         ".json (bench/evidence.py; scripts/results-doc.py makes docs/results.md from results/)")
     ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16",
                     help="every side's model dtype (lorabench's model.dtype); bf16 is the benchmark's")
     ap.add_argument("--allow-reference-bf16", action="store_true",
@@ -488,6 +521,9 @@ def main():
         table = [w for w in table if w.name in args.only]
     for w in table:
         extra_lorabench_sets(args, w)  # a bad --lorabench-set stops here, before anything is measured
+    if args.evidence:
+        os.makedirs(args.evidence, exist_ok=True)  # an unwritable DIR fails now, not after the runs
+    started = evidence.utc_now()
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                TOKENIZERS_PARALLELISM="false", PYTHONWARNINGS="ignore::FutureWarning")
     facts = machine_facts(args, env)
@@ -514,10 +550,10 @@ def main():
         if not args.json:
             return
         with open(args.json + ".part", "w") as f:
-            json.dump({"complete": complete, "machine": facts, "sweeps": sweeps,
+            json.dump(evidence.finite({"complete": complete, "machine": facts, "sweeps": sweeps,
                        "frames": {"/".join(map(str, k)): v for k, v in frames.items()}, "results": [
                            {"workload": w.__dict__, "runs": {s: [r.__dict__ for r in rs] for s, rs in runs.items()}}
-                           for w, runs in results]}, f, indent=1)
+                           for w, runs in results]}), f, indent=1)
         os.replace(args.json + ".part", args.json)
 
     for w in table:
@@ -527,13 +563,49 @@ def main():
         w = next(x for x in table if frame_key(x) == key)
         fr.append(calibrate(args, w, write_snapshot(w.preset, SEED), env))
     facts["noise_after"] = host_noise(noise_s, args.device, env)
-    text = render(args, facts, results, frames, sweeps)
+    table_figures = summarise(args, results, frames)
+    text = render(args, facts, table_figures, results, sweeps)
     print(text)
     print(f"\nrun files: {args.run_dir}")
     if args.out:
         with open(args.out, "w") as f:
             f.write(text + "\n")
     dump_json(True)
+    if args.evidence:
+        path = write_evidence(args, facts, table_figures, results, frames, sweeps, started)
+        print(f"evidence: {path}")
+
+
+def evidence_tag(args):
+    """What sets this run apart from the device's full bf16 table, for the evidence file's name (none for that
+    table itself): quick, the dtype, gpu, only-<workloads>, sweep, set (--lorabench-set), peers-only."""
+    parts = (["quick"] if args.quick else []) + (["gpu"] if args.device == "cuda" else [])
+    parts += [args.dtype] if args.dtype != "bf16" else []
+    parts += ["only-" + "+".join(args.only)] if args.only else []
+    parts += (["sweep"] if args.sweep_batch else []) + (["set"] if args.lorabench_set else [])
+    return "-".join(parts + (["peers-only"] if args.peers_only else []))
+
+
+def write_evidence(args, facts, figures, results, frames, sweeps, started):
+    """--evidence: the run and the figures of its table (summarise) as an evidence file; returns its path."""
+    machine = evidence.machine_description(None if args.peers_only else args.lorabench, facts["versions"],
+                                           facts.get("gpu"))
+    machine.update({k: facts[k] for k in ("blas", "torch_kernels") if k in facts},
+                   load_before=facts["load_before"], load_after=os.getloadavg())
+    workloads = ", ".join(w.name for w, _ in results)
+    title = (f"lorabench against transformers + peft, {args.device.upper() if args.device == 'cpu' else 'GPU'}, "
+             f"{args.dtype}" + (", --quick" if args.quick else "") + f": {workloads}")
+    settings = {k: getattr(args, k) for k in ("device", "dtype", "rounds", "steps", "warmup", "quick", "only",
+                                             "lorabench_set", "sweep_batch", "peers_only", "lorabench")}
+    settings.update(seed=SEED, lora_r=LORA_R, lora_alpha=LORA_ALPHA, loss_rtol=loss_rtol(args.dtype),
+                    memory=("CUDA peak allocated (MiB)" if args.device == "cuda" else "peak RSS (MiB)"),
+                    run_dir=args.run_dir)
+    body = {"settings": settings, "valid": True, "table": figures, "sweeps": sweeps,
+            "frame_measurements": {"/".join(map(str, k)): v for k, v in frames.items()},
+            "workloads": [{**w.__dict__, "runs": {s: [r.__dict__ for r in rs] for s, rs in runs.items()}}
+                          for w, runs in results]}
+    noise = {"before": facts["noise_before"], "after": facts["noise_after"], "quiet_cv": QUIET_CV}
+    return evidence.write(args.evidence, "bench", title, started, machine, noise, body, evidence_tag(args))
 
 
 if __name__ == "__main__":
