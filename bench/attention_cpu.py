@@ -19,7 +19,7 @@ It first checks that the flash kernel's forward and both backwards agree with th
 2e-2 of the largest value, libtorch's bf16 backward 5e-2, the fp32 forward 1e-4), and exits with an error
 otherwise.
 Prints a Markdown table: ms per layer and GFLOP/s at docs/metrics.md's attention FLOPs (4·T·d per
-query head and token forward, twice that backward, the full T x T). docs/results.md quotes it.
+query head and token forward, twice that backward, the full T x T). docs/performance.md says what it found.
 
     python bench/attention_cpu.py [--seq 256] [--rounds 10] [--min-sample-s 0.1]
 """
@@ -105,7 +105,7 @@ def main():
     errors["folded backward bf16"] = max(rel_err(a, b) for a, b in zip((dq_f, dk_f, dv_f), want_grads))
 
     # A kernel computing the wrong thing is off by order 1; bf16's rounding moves libtorch's bf16 backward by
-    # up to 2.2e-2 on a Zen 4 core (docs/results.md), and the results of the fp32 kernels are rounded
+    # up to 2.2e-2 on a Zen 4 core (git show 51cfda9:docs/results.md), and the results of the fp32 kernels are rounded
     # to bf16 (4e-3).
     tolerance = {"forward bf16": 2e-2, "forward fp32": 1e-4, "backward fp32": 2e-2, "backward bf16": 5e-2,
                  "folded forward bf16": 2e-2, "folded backward bf16": 5e-2}

@@ -12,7 +12,7 @@
 
 One thread on the first allowed core, each shape timed in interleaved samples of >= --min-sample-s, best
 of --rounds. Prints a Markdown table (ms per GEMM and GFLOP/s) and whether this CPU has AVX-512
-(benchlib.cpu_bf16_gemm_native). docs/performance.md, "bf16 on CPUs without AVX-512", quotes it.
+(benchlib.cpu_bf16_gemm_native). docs/performance.md, "bf16 on CPUs without AVX-512", explains it.
 
     python bench/bf16_gemm_routes.py [--rounds 3] [--min-sample-s 0.2]
 """

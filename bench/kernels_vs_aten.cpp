@@ -6,7 +6,7 @@
 // kernel with libtorch's CPU flash kernel as lorabench would otherwise call it (src/model/attention.cpp),
 // where the CPU has AVX-512 BF16.
 //
-//   OMP_NUM_THREADS=1 build/bench/lorabench-kernels-vs-aten [--reps N]      (docs/results.md)
+//   OMP_NUM_THREADS=1 build/bench/lorabench-kernels-vs-aten [--reps N]      (docs/performance.md)
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/version.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Where a peer's training step goes, under torch.profiler, in groups that sit beside
-lorabench-profile-ops' (docs/performance.md, docs/results.md). The peers are those of scripts/bench.sh:
+lorabench-profile-ops' (docs/performance.md, "Where the time goes"). The peers are those of scripts/bench.sh:
 transformers' Qwen2ForCausalLM + peft LoRA with a plain AdamW loop (bench/peer_hf.py), eager or under
 torch.compile, on the benchmark's snapshot and tokens (bench/equal_work.py); --peer torch is the older
 hand-written PyTorch model of bench/peer_torch.py.

@@ -16,7 +16,7 @@
 # The fuzz build directory is $LORABENCH_FUZZ_BUILD_DIR (default: build-fuzz beside the source). Inputs the
 # fuzzer finds interesting go to <fuzz dir>/work/<target>, never into the source tree; a crashing input is
 # written to <fuzz dir>/artifacts/<target>/ and the run fails (exit 1). One line per target summarises
-# executions, seconds, corpus size and the result, for docs/results.md.
+# executions, seconds, corpus size and the result (docs/testing.md).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$(realpath -m "${LORABENCH_FUZZ_BUILD_DIR:-$here/build-fuzz}")"

@@ -30,7 +30,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # No BLAS or oneDNN package: the official libtorch carries MKL and oneDNN inside libtorch_cpu.so
-# (docs/build.md; why Debian's libdnnl is no longer used: docs/results.md).
+# (docs/build.md; why Debian's libdnnl is no longer used: docs/performance.md).
 packages=(
   build-essential cmake ninja-build ccache pkg-config git ca-certificates
   python3 python3-venv
