@@ -25,7 +25,6 @@ FORMATS = {
     "rate": lambda x: f"{x:.1f}",               # tokens/s, GFLOP/s, percentages stored as percent, GiB
     "whole": lambda x: f"{x:.0f}",              # MiB, counts, the host noise's GFLOP/s
     "ratio": lambda x: f"{x:.2f}",              # lorabench's speedup and memory ratio; the planner's spread
-    "loss": lambda x: f"{x:.5f}",
     "general": lambda x: f"{x:g}",              # tolerances
     "fraction_percent": lambda x: f"{100 * x:.1f}",   # a fraction shown in percent (the host noise's CV)
     "fraction_percent_whole": lambda x: f"{100 * x:.0f}",
@@ -111,8 +110,8 @@ def bench_section(path, ev, out_dir):
                      f"{fmt('whole', r['mem_mib'])} | {speedup} | {mem_ratio} |")
     lines.append("")
     if t["ddp_scaling"]:
-        lines.append("- DDP scaling (tokens/s on 2 ranks over twice one rank's): " + ", ".join(
-            f"{x['label']} {fmt('rate', x['percent'])}%" for x in t["ddp_scaling"]))
+        lines.append("- DDP scaling (tokens/s on N ranks over N times one rank's): " + ", ".join(
+            f"{x['label']} on {fmt('whole', x['ranks'])} ranks {fmt('rate', x['percent'])}%" for x in t["ddp_scaling"]))
     for f in t["frames"]:
         lines.append(f"- LoRA-MFU frame ({f['preset']}, seq {fmt('whole', f['seq'])}, micro-batch "
                      f"{fmt('whole', f['batch'])}): {fmt('rate', f['gflops'])} GFLOP/s per rank, each GEMM shape at "
@@ -136,8 +135,8 @@ def plan_section(path, ev, out_dir):
                   "step predicted (s) | measured (s) | ratio | measured max / min |",
               "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in t["rows"]:
-        lines.append(f"| {r['preset']} | {r['strategy']} | {fmt('whole', r['world'])} | {fmt('bytes_mib', r['mem_pred'])} | "
-                     f"{fmt('bytes_mib', r['mem'])} | {fmt('seconds', r['mem_ratio'])} | "
+        lines.append(f"| {r['preset']} | {r['strategy']} | {fmt('whole', r['world'])} | "
+                     f"{fmt('bytes_mib', r['mem_pred'])} | {fmt('bytes_mib', r['mem'])} | {fmt('seconds', r['mem_ratio'])} | "
                      f"{fmt('seconds', r['step_pred'])} | {fmt('seconds', r['step'])} | "
                      f"{fmt('seconds', r['step_ratio'])} | {fmt('ratio', r['spread'])} |")
     lines.append("")

@@ -2,7 +2,8 @@
 # bench_peers_e2e.sh CASE PYTHON LORABENCH SOURCE_DIR WORK_DIR (tests/e2e/bench_peers.cmake)
 #   valid     scripts/bench.sh --quick must pass the step-0 loss check and print both sides' rows, the host
 #             noise before and after (bench/host_noise.py, which refuses a measurement of 0 s), lorabench's
-#             attention kernel and the --lorabench-set keys
+#             attention kernel and the --lorabench-set keys; its --evidence file must name the run file's
+#             sha256 and summary, and the page scripts/results-doc.py makes of it only numbers it holds
 #   mismatch  the same with the peer on another seed's tokens must fail with INVALID; --lorabench-set refuses a
 #             key the benchmark sets and passes the others to lorabench
 #   sweep     run_bench's "does not fit" classifier on the real messages (lorabench's refusal, ATen's allocator)
@@ -26,7 +27,8 @@ out="$work/$case_name.out" err="$work/$case_name.err"
 cmd=("$py" "$src/bench/run_bench.py" --lorabench "$lorabench" --quick --device cpu)
 case "$case_name" in
   valid)
-    "${cmd[@]}" --json "$work/valid.json" --lorabench-set model.fused_head=true >"$out" 2>"$err" ||
+    rm -rf "$work/evidence"
+    "${cmd[@]}" --json "$work/valid.json" --evidence "$work/evidence" --lorabench-set model.fused_head=true >"$out" 2>"$err" ||
       { cat "$out" "$err"; echo "FAIL: the quick benchmark failed"; exit 1; }
     # The table names lorabench's attention kernel (from its run files: in bf16 its blocked kernel where the CPU
     # has AVX-512 BF16, libtorch's flash kernel elsewhere) and any key given beyond the benchmark's.
@@ -43,6 +45,35 @@ j = json.load(open(sys.argv[1]))
 runs = j["results"][0]["runs"] if j.get("results") else {}
 if j.get("complete") is not True or sorted(runs) != ["eager", "lorabench"] or any(len(r) != 1 for r in runs.values()):
     sys.exit(f"FAIL: --json: complete={j.get('complete')!r}, runs {({k: len(v) for k, v in runs.items()})}")
+PY
+    # --evidence: one file, <family>/<UTC date>-<commit>-quick-set.json, whose run file hashes as it says, and
+    # from which the generator writes a page with no number the evidence lacks (tests/docs/ checks the same).
+    "$py" - "$work/evidence" "$src" <<'PY'
+import glob, hashlib, importlib.util, json, os, re, sys
+ev_dir, src = sys.argv[1], sys.argv[2]
+files = glob.glob(os.path.join(ev_dir, "*", "*.json"))
+if len(files) != 1 or not re.fullmatch(r"\d{4}-\d\d-\d\d-([0-9a-f]{7}|nogit)-quick-set\.json", os.path.basename(files[0])):
+    sys.exit(f"FAIL: --evidence wrote {files}")
+ev = json.load(open(files[0]))
+if ev["schema"] != "lorabench-evidence/1" or ev["machine"]["family"] != os.path.basename(os.path.dirname(files[0])):
+    sys.exit(f"FAIL: evidence schema {ev['schema']!r}, family {ev['machine']['family']!r}")
+for run in ev["workloads"][0]["runs"]["lorabench"]:
+    rf = run["extra"]["run_file"]
+    with open(rf["path"], "rb") as f:
+        if hashlib.sha256(f.read()).hexdigest() != rf["sha256"] or rf["summary"]["step_time_median_s"] != run["step_s"]:
+            sys.exit(f"FAIL: the evidence's record of {rf['path']} is not the file's")
+if not (ev["host_noise"]["before"]["windows"] > 0 and ev["table"]["rows"][1]["speedup"] > 0):
+    sys.exit("FAIL: no host noise or no speedup in the evidence")
+spec = importlib.util.spec_from_file_location("check", os.path.join(src, "tests", "docs", "results_evidence_check.py"))
+check = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(check)
+gen = check.load_generator(src)
+evidence = gen.load(ev_dir, allow_quick=True)
+page = gen.render(evidence, ev_dir)
+problems = check.check_numbers("the page", page, check.evidence_numbers(evidence, gen.FORMATS.values()))
+if problems or "| tiny-bf16 | hf-eager | 1 |" not in page:
+    sys.exit(f"FAIL: {problems or 'no hf-eager row'}\n{page}")
+print(f"evidence {files[0]}: run file hashed, page of {len(page.splitlines())} lines")
 PY
     grep -qE "tiny-bf16 round 0 hf-eager: [0-9.]+ s/step, [0-9.]+ tokens/s, [0-9]+ MiB, step-0 loss" "$err" ||
       { cat "$err"; echo "FAIL: no progress line with tokens/s and memory"; exit 1; }
@@ -257,7 +288,7 @@ PY
     OMP_NUM_THREADS=1 "$py" "$src/bench/profile_peer.py" --preset tiny --mode compile --steps 1 --warmup 2 \
       >"$out.compiled" 2>"$err" || { cat "$out.compiled" "$err"; echo "FAIL: profile_peer.py --mode compile failed"; exit 1; }
     check_groups "$out.compiled" "torch.compile's generated kernels"
-    # bench/attention_cpu.py (the attention bound in docs/results.md): the flash kernel checked against the
+    # bench/attention_cpu.py (docs/performance.md, "What was tried"): the flash kernel checked against the
     # fp64 formula, then a row per case with a positive time; a bad argument is refused.
     OMP_NUM_THREADS=1 "$py" "$src/bench/attention_cpu.py" --seq 64 --rounds 1 --min-sample-s 0.001 >"$out.attn" 2>"$err" ||
       { cat "$out.attn" "$err"; echo "FAIL: attention_cpu.py failed"; exit 1; }
@@ -268,7 +299,7 @@ PY
     rc=0; "$py" "$src/bench/attention_cpu.py" --seq 0 >"$out.bad" 2>&1 || rc=$?
     [[ $rc == 2 ]] && grep -q -- "--seq and --rounds must be >= 1" "$out.bad" ||
       { cat "$out.bad"; echo "FAIL: attention_cpu.py --seq 0: exit $rc, expected 2"; exit 1; }
-    # bench/prepacked_gemm.py (oneDNN's weight copies, docs/results.md): where libtorch runs bf16 GEMMs with
+    # bench/prepacked_gemm.py (oneDNN's weight copies, docs/performance.md): where libtorch runs bf16 GEMMs with
     # oneDNN, both ways agree and the table has its 10 rows and its sum; elsewhere it says why it measures
     # nothing. A bad argument is refused.
     OMP_NUM_THREADS=1 "$py" "$src/bench/prepacked_gemm.py" --layers 1 --head-chunks 1 --tokens 16 --rounds 1 \
