@@ -18,10 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap.hpp"
 #include "commands.hpp"
 #include "lorabench/comm/bench.hpp"
-#include "lorabench/comm/mpi_communicator.hpp"
+#include "lorabench/comm/control.hpp"
 #include "lorabench/comm/nccl_communicator.hpp"
+#include "lorabench/device/device.hpp"
 #include "lorabench/comm/topology.hpp"
 #include "lorabench/config/paths.hpp"
 #include "lorabench/core/error.hpp"
@@ -30,7 +32,6 @@
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/io/run_file.hpp"
 #include "lorabench/io/schema.hpp"
-#include "lorabench/train/control.hpp"
 
 namespace lorabench::app {
 
@@ -61,27 +62,6 @@ po::options_description flag_table() {
     d.add_options()(name.c_str(), v, help.c_str());
   }
   return d;
-}
-
-// Rank 0 reads the file and broadcasts its text: every rank parses the same bytes.
-std::string read_on_root_and_broadcast(const std::string& path, int rank) {
-  std::string text, error;
-  if (rank == 0) {
-    try {
-      text = read_file(path);
-    } catch (const std::exception& e) {
-      error = e.what();
-    }
-  }
-  long long len = rank == 0 ? (error.empty() ? static_cast<long long>(text.size()) : -1) : 0;
-  LB_MPI_CHECK(MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD));
-  if (len < 0) {
-    // Every rank throws; rank 0 prints (ConfigError), naming the path.
-    throw ConfigError("--config: " + (rank == 0 ? error : path + ": cannot be read"));
-  }
-  text.resize(static_cast<size_t>(len));
-  if (len > 0) LB_MPI_CHECK(MPI_Bcast(text.data(), static_cast<int>(len), MPI_CHAR, 0, MPI_COMM_WORLD));
-  return text;
 }
 
 std::string fmt_us(double s) { return strformat("%9.2f", s * 1e6); }
@@ -166,11 +146,16 @@ std::vector<io::ValidationCheck> validation_checks(const BenchOptions& opt, cons
   return checks;
 }
 
-}  // namespace
+struct CommArgs {
+  BenchOptions opt;
+  std::string config_path, config_text;
+  std::vector<std::string> given_flags;  // --key=value as given, for the run file
+  bool help = false;
+};
 
-int comm_main(MpiSession& mpi, int argc, char** argv) {
-  const int rank = mpi.rank();
-  po::options_description desc = flag_table();
+// Defaults < [comm] of --config < flags. Every problem is reported at once.
+CommArgs parse_comm_args(MpiSession& mpi, int argc, char** argv) {
+  const po::options_description desc = flag_table();
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(argc, argv).options(desc).run(), vm);
@@ -178,239 +163,275 @@ int comm_main(MpiSession& mpi, int argc, char** argv) {
   } catch (const po::error& e) {
     throw ConfigError(std::string("comm: ") + e.what() + " (lorabench comm --help)");
   }
+  CommArgs a;
   if (vm.count("help")) {
-    if (rank == 0) {
+    a.help = true;
+    if (mpi.rank() == 0) {
       std::printf("Collective benchmark through lorabench's Communicator (nccl-tests style), with the raw MPI\n"
                   "call and a memcpy of the same size for comparison. docs/comm.md.\n\n");
       std::ostringstream ss;
       ss << desc;
       std::printf("%s\n", ss.str().c_str());
     }
-    return 0;
+    return a;
   }
-
-  // Defaults < [comm] of --config < flags. Every problem is reported at once.
-  BenchOptions opt;
-  std::string config_path, config_text;
   if (vm.count("config")) {
-    config_path = vm["config"].as<std::string>();
-    config_text = read_on_root_and_broadcast(config_path, rank);
-    comm::parse_bench_ini(config_path, config_text, opt);
+    a.config_path = vm["config"].as<std::string>();
+    try {
+      a.config_text = comm::read_on_root(mpi.world(), a.config_path);
+    } catch (const IoError& e) {
+      throw ConfigError(std::string("--config: ") + e.what());
+    }
+    comm::parse_bench_ini(a.config_path, a.config_text, a.opt);
   }
-  std::vector<std::string> problems, given_flags;
+  std::vector<std::string> problems;
   for (const auto& k : comm::bench_keys()) {
     const std::string flag = flag_of(k.key);
     if (!vm.count(flag)) continue;
     const std::string value = vm[flag].as<std::string>();
-    given_flags.push_back("--" + flag + "=" + value);
+    a.given_flags.push_back("--" + flag + "=" + value);
     try {
-      comm::set_bench_option(opt, k.key, value);
+      comm::set_bench_option(a.opt, k.key, value);
     } catch (const std::invalid_argument& e) {
       problems.push_back("--" + flag + ": " + e.what());
     }
   }
   if (!problems.empty()) throw ConfigError("comm: " + join(problems, "\n"));
-  comm::validate_bench_options(opt);
+  comm::validate_bench_options(a.opt);
+  return a;
+}
 
-  // Backend: never silently something else than what was asked for.
-  const int devices = comm::cuda_device_count();
-  int min_devices = devices;
-  LB_MPI_CHECK(MPI_Allreduce(&devices, &min_devices, 1, MPI_INT, MPI_MIN, mpi.world()));
-  std::string backend = opt.backend;
-  if (backend == "auto") backend = comm::nccl_built() && min_devices > 0 ? "nccl" : "mpi";
-  if (backend == "nccl" && !comm::nccl_built())
-    throw ConfigError("comm: backend nccl was asked for but this build has no NCCL backend (configure with "
-                      "-DLORABENCH_WITH_NCCL=ON, or use --backend mpi)");
-  if (backend == "nccl" && min_devices == 0)
-    throw ConfigError("comm: backend nccl was asked for but some rank sees no CUDA device");
+// The benchmark's backend through the one bootstrap path: mpi measures host buffers (the CPU), nccl the
+// GPUs, auto takes the GPUs with NCCL where the build has both. Never silently another backend.
+BootstrapRequest comm_request(const BenchOptions& opt) {
+  BootstrapRequest req;
+  req.device = opt.backend == "mpi" ? "cpu" : "auto";
+  req.backend = opt.backend;
+  req.device_key = "comm";
+  req.backend_key = "comm: --backend";
+  return req;
+}
 
-  comm::Topology topo = comm::discover_topology(mpi.world(), 0, backend == "nccl" ? devices : 0);
-  const int cuda_device = backend == "nccl" ? topo.host_local_rank % devices : -1;
-  // The run file: -o as given, else outputs/<name>/run.h5. A name given (--name, name =) is used as is and
-  // refused when taken; the default name is numbered instead, so the same command twice keeps both runs.
+// Collective. The run file: -o as given, else outputs/<name>/run.h5. A name given (--name, name =) is used
+// as is and refused when taken; the default name is numbered instead, so the same command twice keeps both
+// runs. Rank 0 creates it now (exclusively), so a name clash stops the job before it runs.
+std::unique_ptr<io::RunFileWriter> open_comm_run_file(MpiSession& mpi, BenchOptions& opt, const std::string& backend,
+                                                      std::string* path) {
   if (opt.name.empty() && opt.output.empty()) {
     std::string name;
-    if (rank == 0) name = first_free_run_name("outputs", strformat("comm-%s-n%d", backend.c_str(), mpi.size()));
-    opt.name = train::broadcast_string(mpi.world(), name);
+    if (mpi.rank() == 0) name = first_free_run_name("outputs", strformat("comm-%s-n%d", backend.c_str(), mpi.size()));
+    opt.name = comm::broadcast_string(mpi.world(), name);
   } else if (opt.name.empty()) {
     opt.name = "comm";  // -o names the file; the run keeps the generic name
   }
-  const std::string path = opt.output.empty() ? "outputs/" + opt.name + "/run.h5" : opt.output;
-
-  // Rank 0 creates the run file now (exclusively), so a name clash stops the job before it runs.
+  *path = opt.output.empty() ? "outputs/" + opt.name + "/run.h5" : opt.output;
   std::unique_ptr<io::RunFileWriter> out;
-  {
-    std::string error;
-    if (rank == 0) {
-      try {
-        std::filesystem::path parent = std::filesystem::path(path).parent_path();
-        if (!parent.empty()) std::filesystem::create_directories(parent);
-        if (std::filesystem::exists(path))
-          throw IoError(resolve_path(path) + " exists (a run file is never overwritten: choose another --name or -o, or "
-                        "give neither for a numbered default name)");
-        out = std::make_unique<io::RunFileWriter>(path, schema::kKindComm, opt.name);
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
+  std::string error;
+  if (mpi.rank() == 0) {
+    try {
+      std::filesystem::path parent = std::filesystem::path(*path).parent_path();
+      if (!parent.empty()) std::filesystem::create_directories(parent);
+      if (std::filesystem::exists(*path))
+        throw IoError(resolve_path(*path) + " exists (a run file is never overwritten: choose another --name or -o, or "
+                      "give neither for a numbered default name)");
+      out = std::make_unique<io::RunFileWriter>(*path, schema::kKindComm, opt.name);
+    } catch (const std::exception& e) {
+      error = e.what();
     }
-    int ok = error.empty() ? 1 : 0;
-    LB_MPI_CHECK(MPI_Bcast(&ok, 1, MPI_INT, 0, mpi.world()));
-    if (!ok) throw ConfigError("comm: run file: " + (rank == 0 ? error : path + " cannot be created"));
   }
+  if (!comm::broadcast_status(mpi.world(), error.empty(), error))
+    throw ConfigError("comm: run file: " + (mpi.rank() == 0 ? error : *path + " cannot be created"));
+  return out;
+}
 
-  const std::vector<std::string> hosts = distinct_hosts(topo);
+void print_comm_header(MpiSession& mpi, const BenchOptions& opt, const comm::Topology& topo, const std::string& backend,
+                       const std::vector<std::pair<std::string, std::string>>& resolved, const std::string& path) {
+  const int n = topo.world_size;
+  const size_t hosts = distinct_hosts(topo).size();
+  std::printf("# lorabench comm: %d rank%s on %zu host%s, backend %s (%s), dtype %s\n", n, n == 1 ? "" : "s", hosts,
+              hosts == 1 ? "" : "s", backend.c_str(), MpiSession::library_version().c_str(), comm::dtype_name(opt.dtype));
+  std::printf("# sizes %s..%s x%g, warmup %d, iters %d, check %s; run file %s\n", resolved[1].second.c_str(),
+              resolved[2].second.c_str(), opt.factor, opt.warmup, opt.iters, opt.check ? "on" : "off", path.c_str());
+  std::printf("# time: seconds per call, per-rank mean over the timed calls; avg/min/max over ranks. GB = 1e9 B.\n");
+  std::printf("# raw MPI: the blocking MPI call on host memory; memcpy: the same bytes, all ranks at once.\n");
+  for (const auto& r : topo.ranks)
+    std::printf("#  rank %3d  host %s  local rank %d  device %s  pid %d\n", r.rank, r.host.c_str(), r.local_rank,
+                r.device.c_str(), r.pid);
+  (void)mpi;
+}
+
+// Collective: every collective over its size sweep, rows printed by rank 0 as they come.
+std::vector<BenchRow> run_sweep(MpiSession& mpi, comm::Communicator& c, const BenchOptions& opt, int cuda_device) {
+  comm::BenchRunner runner(c, mpi.world(), opt, cuda_device);
+  std::vector<BenchRow> rows;
+  for (BenchOp op : opt.ops) {
+    if (mpi.rank() == 0) print_op_header(op, c.size());
+    size_t last = 0;
+    for (size_t bytes : comm::size_sweep(opt.min_bytes, opt.max_bytes, opt.factor)) {
+      comm::BenchLayout l = comm::bench_layout(op, bytes, opt.dtype, c.size());
+      if (l.bytes == 0 || l.bytes == last) continue;  // too small for one element per rank, or a repeat
+      last = l.bytes;
+      rows.push_back(runner.run(op, l));
+      if (mpi.rank() == 0) print_row(rows.back());
+    }
+  }
+  return rows;
+}
+
+// Rank 0: the per-collective bandwidth lines and the verdict.
+void print_comm_summary(const BenchOptions& opt, const std::vector<BenchRow>& rows,
+                        const std::vector<io::ValidationCheck>& checks, int64_t wrong, bool valid) {
+  std::printf("#\n");
+  for (BenchOp op : opt.ops) {
+    double sum = 0, peak = 0;
+    int k = 0;
+    for (const auto& r : rows)
+      if (r.op == op) {
+        sum += r.busbw_GBps;
+        peak = std::max(peak, r.busbw_GBps);
+        ++k;
+      }
+    if (k > 0)
+      std::printf("# %-15s avg busbw %7.3f GB/s, peak %7.3f GB/s over %d sizes\n", comm::bench_op_name(op), sum / k,
+                  peak, k);
+  }
+  std::printf("# checks: %s%s\n",
+              !opt.check ? "off (--check=0): verdict INVALID (not verified)"
+              : wrong == 0 ? "every result equals its closed form"
+                           : strformat("%lld wrong elements", static_cast<long long>(wrong)).c_str(),
+              opt.check ? (valid ? " -> VALID" : " -> INVALID") : "");
+  for (const auto& ch : checks)
+    if (!ch.passed && opt.check) std::printf("#   %s: %s\n", ch.name.c_str(), ch.detail.c_str());
+}
+
+io::KeyValues comm_provenance(MpiSession& mpi, const comm::Topology& topo, int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  io::KeyValues prov = {
+      {"argv", "lorabench " + join(args, " ")},
+      {"mpi_library", MpiSession::library_version()},
+      {"mpi_version", mpi_standard_version()},
+      {"mpi_thread_level", MpiSession::thread_level_name(mpi.thread_level())},
+      {"world_size", std::to_string(topo.world_size)},
+      {"host", mpi.hostname()},
+      {"hosts", join(distinct_hosts(topo), ",")},
+      {"cpu_model", sys::cpu_model()},
+      {"online_cpus", std::to_string(sys::online_cpus())},
+      {"kernel", sys::kernel_release()},
+      {"hdf5_version", hdf5_version()},
+      {"nccl_version", comm::nccl_built() ? comm::nccl_version() : "not built"},
+      {"cuda_devices", std::to_string(device::cuda_visible_devices())},
+      {"slurm_job_id", sys::getenv_or("SLURM_JOB_ID", "")},
+  };
+  for (const auto& [k, v] : sys::relevant_environment()) prov.push_back({"env." + k, v});
+  return prov;
+}
+
+// Rank 0: the /comm group (the settings, the result table, the per-row check details).
+void write_comm_results(io::RunFileWriter& out, const BenchOptions& opt, const std::string& backend,
+                        const comm::Topology& topo, const std::vector<BenchRow>& rows) {
+  h5::Handle g = h5::require_group(out.file(), schema::kComm);
+  h5::write_attr(g, "backend", backend);
+  h5::write_attr(g, "world_size", topo.world_size);
+  h5::write_attr(g, "hosts", static_cast<int>(distinct_hosts(topo).size()));
+  h5::write_attr(g, "dtype", comm::dtype_name(opt.dtype));
+  h5::write_attr(g, "warmup", opt.warmup);
+  h5::write_attr(g, "iters", opt.iters);
+  h5::write_attr(g, "check", opt.check ? 1 : 0);
+  h5::write_attr(g, "timing",
+                 backend == "nccl" ? "all iters queued on the stream, then one wait (nccl-tests' way)"
+                                   : "each call issued and waited for in turn");
+  h5::write_strings(out.file(), schema::kCommOpNames, comm::bench_op_names());
+  std::vector<std::string> dtype_names;  // indexed by DataType code
+  for (auto t : {comm::DataType::kFloat32, comm::DataType::kBFloat16, comm::DataType::kFloat16, comm::DataType::kInt32,
+                 comm::DataType::kInt64, comm::DataType::kFloat64})
+    dtype_names.emplace_back(comm::dtype_name(t));
+  h5::write_strings(out.file(), schema::kCommDtypeNames, dtype_names);
+  h5::Table table = h5::Table::create(out.file(), schema::kCommResults, schema::comm_result_table_columns(), 64);
+  std::vector<double> data;
+  std::vector<std::string> details;
+  for (const auto& r : rows) {
+    data.insert(data.end(), {double(static_cast<int>(r.op)), double(static_cast<int>(r.dtype)), double(r.bytes),
+                             double(r.count), r.time_avg_s, r.time_min_s, r.time_max_s, r.algbw_GBps, r.busbw_GBps,
+                             r.raw_mpi_time_s, r.raw_mpi_busbw_GBps, r.memcpy_time_s, r.memcpy_GBps,
+                             double(r.check_passed), double(r.wrong)});
+    details.push_back(r.check_detail);
+  }
+  table.append(data, rows.size());
+  h5::write_strings(out.file(), schema::kCommCheckDetails, details);
+}
+
+// Rank 0: the summary attributes of a comm run (docs/hdf5-schema-comm.md).
+void write_comm_summary(io::RunFileWriter& out, const BenchOptions& opt, const std::string& backend, int n,
+                        const std::vector<BenchRow>& rows, int64_t wrong) {
+  out.write_summary("world_size", static_cast<double>(n));
+  out.write_summary("backend", backend);
+  out.write_summary("rows", static_cast<double>(rows.size()));
+  out.write_summary("wrong_elements", static_cast<double>(wrong));
+  double memcpy_peak = 0;
+  for (BenchOp op : opt.ops) {
+    double peak = 0;
+    for (const auto& r : rows)
+      if (r.op == op) peak = std::max(peak, r.busbw_GBps);
+    out.write_summary(std::string("busbw_peak_GBps_") + comm::bench_op_name(op), peak);
+  }
+  for (const auto& r : rows) memcpy_peak = std::max(memcpy_peak, r.memcpy_GBps);
+  out.write_summary("memcpy_peak_GBps", memcpy_peak);
+}
+
+std::vector<io::RankRow> comm_rank_rows(const comm::Topology& topo) {
+  std::vector<io::RankRow> rows;
+  for (const auto& r : topo.ranks) {
+    io::RankRow row;
+    row.rank = r.rank;
+    row.host = r.host;
+    row.local_rank = r.local_rank;
+    row.node = r.node;
+    row.pid = r.pid;
+    row.threads = 1;  // the benchmark runs on one thread per rank
+    row.cuda_device = r.device == "cpu" ? -1 : std::atoi(r.device.c_str() + 5);
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+}  // namespace
+
+int comm_main(MpiSession& mpi, int argc, char** argv) {
+  CommArgs args = parse_comm_args(mpi, argc, argv);
+  if (args.help) return 0;
+  BenchOptions& opt = args.opt;
+  const RankContext rc = bootstrap(mpi.world(), comm_request(opt));
+  const std::string& backend = rc.choice.backend;  // what runs ("auto" resolved)
+  std::string path;
+  std::unique_ptr<io::RunFileWriter> out = open_comm_run_file(mpi, opt, backend, &path);
   auto resolved = comm::bench_resolved_values(opt);
   for (auto& kv : resolved) {
-    if (kv.first == "backend") kv.second = backend;  // what ran ("auto" resolved)
+    if (kv.first == "backend") kv.second = backend;
     if (kv.first == "output") kv.second = path;
   }
-
   try {
-    std::unique_ptr<comm::Communicator> c = backend == "nccl" ? comm::make_nccl_communicator(mpi.world(), cuda_device)
-                                                              : comm::make_mpi_communicator(mpi.world());
-    const int n = c->size();
-    if (rank == 0) {
-      std::printf("# lorabench comm: %d rank%s on %zu host%s, backend %s (%s), dtype %s\n", n, n == 1 ? "" : "s",
-                  hosts.size(), hosts.size() == 1 ? "" : "s", backend.c_str(), MpiSession::library_version().c_str(),
-                  comm::dtype_name(opt.dtype));
-      std::printf("# sizes %s..%s x%g, warmup %d, iters %d, check %s; run file %s\n", resolved[1].second.c_str(),
-                  resolved[2].second.c_str(), opt.factor, opt.warmup, opt.iters, opt.check ? "on" : "off",
-                  path.c_str());
-      std::printf("# time: seconds per call, per-rank mean over the timed calls; avg/min/max over ranks. GB = 1e9 B.\n");
-      std::printf("# raw MPI: the blocking MPI call on host memory; memcpy: the same bytes, all ranks at once.\n");
-      for (const auto& r : topo.ranks)
-        std::printf("#  rank %3d  host %s  local rank %d  device %s  pid %d\n", r.rank, r.host.c_str(), r.local_rank,
-                    r.device.c_str(), r.pid);
-    }
-
-    comm::BenchRunner runner(*c, mpi.world(), opt, cuda_device);
-    std::vector<BenchRow> rows;
-    for (BenchOp op : opt.ops) {
-      if (rank == 0) print_op_header(op, n);
-      size_t last = 0;
-      for (size_t bytes : comm::size_sweep(opt.min_bytes, opt.max_bytes, opt.factor)) {
-        comm::BenchLayout l = comm::bench_layout(op, bytes, opt.dtype, n);
-        if (l.bytes == 0 || l.bytes == last) continue;  // too small for one element per rank, or a repeat
-        last = l.bytes;
-        rows.push_back(runner.run(op, l));
-        if (rank == 0) print_row(rows.back());
-      }
-    }
-
-    auto checks = validation_checks(opt, rows);
+    std::unique_ptr<comm::Communicator> c = make_data_plane(mpi.world(), rc);
+    if (mpi.rank() == 0) print_comm_header(mpi, opt, rc.topo, backend, resolved, path);
+    const std::vector<BenchRow> rows = run_sweep(mpi, *c, opt, rc.device().is_cuda() ? rc.device().index() : -1);
+    const auto checks = validation_checks(opt, rows);
     bool valid = true;
     int64_t wrong = 0;
     for (const auto& ch : checks) valid = valid && ch.passed;
     for (const auto& r : rows) wrong += r.wrong;
-    if (rank == 0) {
-      std::printf("#\n");
-      for (BenchOp op : opt.ops) {
-        double sum = 0, peak = 0;
-        int k = 0;
-        for (const auto& r : rows)
-          if (r.op == op) {
-            sum += r.busbw_GBps;
-            peak = std::max(peak, r.busbw_GBps);
-            ++k;
-          }
-        if (k > 0)
-          std::printf("# %-15s avg busbw %7.3f GB/s, peak %7.3f GB/s over %d sizes\n", comm::bench_op_name(op),
-                      sum / k, peak, k);
-      }
-      std::printf("# checks: %s%s\n",
-                  !opt.check ? "off (--check=0): verdict INVALID (not verified)"
-                  : wrong == 0 ? "every result equals its closed form"
-                               : strformat("%lld wrong elements", static_cast<long long>(wrong)).c_str(),
-                  opt.check ? (valid ? " -> VALID" : " -> INVALID") : "");
-      for (const auto& ch : checks)
-        if (!ch.passed && opt.check) std::printf("#   %s: %s\n", ch.name.c_str(), ch.detail.c_str());
-
-      // ---- the run file -------------------------------------------------------------------------------
-      std::vector<std::string> args(argv, argv + argc);
+    if (out) {
+      print_comm_summary(opt, rows, checks, wrong, valid);
       io::KeyValues config;  // [comm] min_bytes is comm.min_bytes, as [train] lr is train.lr
       for (const auto& [k, v] : resolved) config.push_back({"comm." + k, v});
-      out->write_config(config, config_text, config_path, given_flags);
-      io::KeyValues prov = {
-          {"argv", "lorabench " + join(args, " ")},
-          {"mpi_library", MpiSession::library_version()},
-          {"mpi_version", mpi_standard_version()},
-          {"mpi_thread_level", MpiSession::thread_level_name(mpi.thread_level())},
-          {"world_size", std::to_string(n)},
-          {"host", mpi.hostname()},
-          {"hosts", join(hosts, ",")},
-          {"cpu_model", sys::cpu_model()},
-          {"online_cpus", std::to_string(sys::online_cpus())},
-          {"kernel", sys::kernel_release()},
-          {"hdf5_version", hdf5_version()},
-          {"nccl_version", comm::nccl_built() ? comm::nccl_version() : "not built"},
-          {"cuda_devices", std::to_string(devices)},
-          {"slurm_job_id", sys::getenv_or("SLURM_JOB_ID", "")},
-      };
-      for (const auto& [k, v] : sys::relevant_environment()) prov.push_back({"env." + k, v});
-      out->write_provenance(prov);
-      std::vector<io::RankRow> rank_rows;
-      for (const auto& r : topo.ranks) {
-        io::RankRow row;
-        row.rank = r.rank;
-        row.host = r.host;
-        row.local_rank = r.local_rank;
-        row.node = r.node;
-        row.pid = r.pid;
-        row.threads = 1;  // the benchmark runs on one thread per rank
-        row.cuda_device = r.device == "cpu" ? -1 : std::atoi(r.device.c_str() + 5);
-        rank_rows.push_back(row);
-      }
-      out->write_ranks(rank_rows);
-
-      h5::Handle g = h5::require_group(out->file(), schema::kComm);
-      h5::write_attr(g, "backend", backend);
-      h5::write_attr(g, "world_size", n);
-      h5::write_attr(g, "hosts", static_cast<int>(hosts.size()));
-      h5::write_attr(g, "dtype", comm::dtype_name(opt.dtype));
-      h5::write_attr(g, "warmup", opt.warmup);
-      h5::write_attr(g, "iters", opt.iters);
-      h5::write_attr(g, "check", opt.check ? 1 : 0);
-      h5::write_attr(g, "timing",
-                     backend == "nccl" ? "all iters queued on the stream, then one wait (nccl-tests' way)"
-                                       : "each call issued and waited for in turn");
-      h5::write_strings(out->file(), schema::kCommOpNames, comm::bench_op_names());
-      std::vector<std::string> dtype_names;  // indexed by DataType code
-      for (auto t : {comm::DataType::kFloat32, comm::DataType::kBFloat16, comm::DataType::kFloat16,
-                     comm::DataType::kInt32, comm::DataType::kInt64, comm::DataType::kFloat64})
-        dtype_names.emplace_back(comm::dtype_name(t));
-      h5::write_strings(out->file(), schema::kCommDtypeNames, dtype_names);
-      h5::Table table = h5::Table::create(out->file(), schema::kCommResults, schema::comm_result_table_columns(), 64);
-      std::vector<double> data;
-      std::vector<std::string> details;
-      for (const auto& r : rows) {
-        data.insert(data.end(), {double(static_cast<int>(r.op)), double(static_cast<int>(r.dtype)), double(r.bytes),
-                                 double(r.count), r.time_avg_s, r.time_min_s, r.time_max_s, r.algbw_GBps, r.busbw_GBps,
-                                 r.raw_mpi_time_s, r.raw_mpi_busbw_GBps, r.memcpy_time_s, r.memcpy_GBps,
-                                 double(r.check_passed), double(r.wrong)});
-        details.push_back(r.check_detail);
-      }
-      table.append(data, rows.size());
-      h5::write_strings(out->file(), schema::kCommCheckDetails, details);
-
-      out->write_summary("world_size", static_cast<double>(n));
-      out->write_summary("backend", backend);
-      out->write_summary("rows", static_cast<double>(rows.size()));
-      out->write_summary("wrong_elements", static_cast<double>(wrong));
-      for (BenchOp op : opt.ops) {
-        double peak = 0;
-        for (const auto& r : rows)
-          if (r.op == op) peak = std::max(peak, r.busbw_GBps);
-        out->write_summary(std::string("busbw_peak_GBps_") + comm::bench_op_name(op), peak);
-      }
-      double memcpy_peak = 0;
-      for (const auto& r : rows) memcpy_peak = std::max(memcpy_peak, r.memcpy_GBps);
-      out->write_summary("memcpy_peak_GBps", memcpy_peak);
+      out->write_config(config, args.config_text, args.config_path, args.given_flags);
+      out->write_provenance(comm_provenance(mpi, rc.topo, argc, argv));
+      out->write_ranks(comm_rank_rows(rc.topo));
+      write_comm_results(*out, opt, backend, rc.topo, rows);
+      write_comm_summary(*out, opt, backend, c->size(), rows, wrong);
       out->write_validation(checks);
       out->set_status(schema::kStatusCompleted);
       std::printf("# wrote %s (verdict %s)\n", path.c_str(), valid ? "VALID" : "INVALID");
     }
-    // Exit 1 when a checked result was wrong (summed over ranks, as nccl-tests does).
-    return wrong > 0 ? 1 : 0;
+    return wrong > 0 ? 1 : 0;  // a checked result was wrong (summed over ranks, as nccl-tests does)
   } catch (const std::exception& e) {
     if (out) {
       try {

@@ -26,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap.hpp"
 #include "commands.hpp"
 #include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/comm/nccl_communicator.hpp"
@@ -40,7 +41,7 @@
 #include "lorabench/io/h5.hpp"
 #include "lorabench/metrics/papi.hpp"
 #include "lorabench/model/gemm.hpp"
-#include "lorabench/train/control.hpp"
+#include "lorabench/comm/control.hpp"
 
 namespace lorabench::app {
 
@@ -87,48 +88,6 @@ Check from_json(const json& j) {
   return c;
 }
 
-
-// Rank 0 gets every rank's text (rank order); other ranks get an empty vector.
-std::vector<std::string> gather_strings(const std::string& mine, MPI_Comm comm, int rank, int n) {
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(static_cast<size_t>(n)), displs(static_cast<size_t>(n));
-  LB_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm));
-  std::string all;
-  if (rank == 0) {
-    int total = 0;
-    for (int r = 0; r < n; ++r) {
-      displs[static_cast<size_t>(r)] = total;
-      total += lens[static_cast<size_t>(r)];
-    }
-    all.resize(static_cast<size_t>(total));
-  }
-  LB_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0, comm));
-  std::vector<std::string> out;
-  if (rank == 0)
-    for (int r = 0; r < n; ++r)
-      out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]),
-                               static_cast<size_t>(lens[static_cast<size_t>(r)])));
-  return out;
-}
-
-std::string broadcast_string(std::string s, MPI_Comm comm) {
-  int len = static_cast<int>(s.size());
-  LB_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, 0, comm));
-  s.resize(static_cast<size_t>(len));
-  if (len > 0) LB_MPI_CHECK(MPI_Bcast(s.data(), len, MPI_CHAR, 0, comm));
-  return s;
-}
-
-// Rank `root`'s text on every rank.
-std::string broadcast_from(int root, const std::string& mine, MPI_Comm comm) {
-  int rank = 0;
-  MPI_Comm_rank(comm, &rank);
-  int len = rank == root ? static_cast<int>(mine.size()) : 0;
-  LB_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT, root, comm));
-  std::string s = rank == root ? mine : std::string(static_cast<size_t>(len), '\0');
-  if (len > 0) LB_MPI_CHECK(MPI_Bcast(s.data(), len, MPI_CHAR, root, comm));
-  return s;
-}
 
 // Waits for `req` until `deadline_s`; false on timeout.
 bool wait_until(MPI_Request* req, double deadline_s) {
@@ -304,7 +263,7 @@ Check check_hdf5(const std::string& dir, bool dir_ok, MPI_Comm world, int rank, 
     std::error_code ec;
     fs::create_directories(tmp, ec);
   }
-  tmp = broadcast_string(tmp, world);
+  tmp = comm::broadcast_string(world, tmp);
   int visible = fs::is_directory(tmp) ? 1 : 0;
   std::vector<int> vis(static_cast<size_t>(n));
   LB_MPI_CHECK(MPI_Allgather(&visible, 1, MPI_INT, vis.data(), 1, MPI_INT, world));
@@ -334,7 +293,7 @@ Check check_hdf5(const std::string& dir, bool dir_ok, MPI_Comm world, int rank, 
     } else {
       int me = ok ? n : rank, first = n;
       LB_MPI_CHECK(MPI_Allreduce(&me, &first, 1, MPI_INT, MPI_MIN, world));
-      std::string msg = broadcast_from(first, err, world);
+      std::string msg = comm::broadcast_string(world, err, first);
       c.status = Status::kFail;
       c.message = strformat("parallel HDF5 %s: the collective file test failed on rank %d: %s", version.c_str(),
                             first, msg.c_str());
@@ -405,7 +364,7 @@ Check check_papi() {
 
 Check check_cuda(const comm::Topology& t) {
   Check c{"cuda"};
-  const int devices = comm::cuda_device_count();
+  const int devices = device::cuda_visible_devices();
   const bool nccl = comm::nccl_built();
   // One NCCL in the process: the communicator must use the copy libtorch loads (a second copy would keep
   // its own communicators, cache and environment). Linked, not dlopen'ed: the list is complete at start.
@@ -442,10 +401,10 @@ Check check_cuda(const comm::Topology& t) {
   return c;
 }
 
-// Collective: the device each rank trains on with parallel.device = auto, and a 4 MiB all-reduce of device
-// memory among all ranks over the backend training would use: NCCL with one GPU per rank, MPI staged
-// through host memory where ranks share a GPU. Not run (INFO) unless every rank sees a GPU.
-Check check_gpu_collective(MPI_Comm world, const comm::Topology& t, int n) {
+// Collective: the device each rank trains on with parallel.device = auto (the one bootstrap path, which
+// here lets ranks that share a GPU take MPI, staged, and says so), and a 4 MiB all-reduce of device memory
+// among all ranks over that backend. Not run (INFO) unless every rank sees a GPU.
+Check check_gpu_collective(MPI_Comm world, int n) {
   Check c{"gpu_collective"};
   const int visible = device::cuda_visible_devices();
   int mine = device::cuda_built() && visible > 0 ? 1 : 0, all = 0;
@@ -456,54 +415,46 @@ Check check_gpu_collective(MPI_Comm world, const comm::Topology& t, int n) {
                                      : "not run: this build has no CUDA path";
     return c;
   }
-  // First every rank opens its device (a rank that cannot must not leave the others in a collective).
+  BootstrapRequest req;
+  req.shared_gpu_takes_mpi = true;
+  RankContext rc;
   std::string err;
-  device::Choice ch;
-  std::unique_ptr<device::Device> dev;
   try {
-    ch = device::choose(device::this_process_inputs("auto", "auto", t.host_local_rank, t.host_local_size));
-    dev = device::make_device(ch);
-  } catch (const std::exception& e) {
-    err = e.what();
-  }
-  if (!train::agree_status(world, err.empty(), err)) {
+    rc = bootstrap(world, req);  // collective; a failure is every rank's
+  } catch (const ConfigError& e) {
     c.status = Status::kFail;
-    c.message = err;
+    c.message = e.what();
     return c;
   }
-  const std::vector<std::string> uuids = train::allgather_strings(world, dev->uuid());
-  std::vector<std::string> hosts;
-  for (const auto& r : t.ranks) hosts.push_back(r.host);
-  const auto shared = device::shared_gpus(uuids, hosts);
-  if (!shared.empty()) ch.backend = "mpi";  // a shared GPU: MPI, staged
+  device::Device& dev = rc.device();
   try {
-    std::unique_ptr<comm::Communicator> cm =
-        ch.backend == "nccl" ? comm::make_nccl_communicator(world, dev->index(), comm::NcclOptions{60})
-                             : device::make_staging_communicator(comm::make_mpi_communicator(world), *dev);
+    DataPlaneOptions dp;
+    dp.nccl.timeout_s = 60;
+    std::unique_ptr<comm::Communicator> cm = make_data_plane(world, rc, dp);
     const double mine_value = double(cm->rank() + 1);
-    at::Tensor x = at::full({1 << 20}, mine_value, at::TensorOptions().dtype(at::kFloat).device(device::torch_device(*dev)));
+    at::Tensor x = at::full({1 << 20}, mine_value, at::TensorOptions().dtype(at::kFloat).device(device::torch_device(dev)));
     cm->all_reduce(x.data_ptr(), size_t(x.numel()), comm::DataType::kFloat32, comm::ReduceOp::kSum);  // warm-up
     x.fill_(mine_value);
-    dev->synchronize();
+    dev.synchronize();
     const double t0 = sys::now_s();
     cm->all_reduce(x.data_ptr(), size_t(x.numel()), comm::DataType::kFloat32, comm::ReduceOp::kSum);
-    dev->synchronize();
+    dev.synchronize();
     const double ms = (sys::now_s() - t0) * 1e3;
     const bool right = x.eq(double(n) * (n + 1) / 2).all().item<bool>();
-    c.details = {{"device", dev->str()}, {"backend", ch.backend}, {"allreduce_ms", ms}};
-    if (!right) throw Error("the all-reduce returned wrong values on " + dev->str());
-    c.message = strformat("%s on %s: 4 MiB all-reduce across %d ranks in %.2f ms, correct", ch.backend.c_str(),
-                          dev->str().c_str(), n, ms);
-    if (!shared.empty()) {  // works staged, but NCCL (the default on GPUs) would refuse these ranks
+    c.details = {{"device", dev.str()}, {"backend", rc.choice.backend}, {"allreduce_ms", ms}};
+    if (!right) throw Error("the all-reduce returned wrong values on " + dev.str());
+    c.message = strformat("%s on %s: 4 MiB all-reduce across %d ranks in %.2f ms, correct", rc.choice.backend.c_str(),
+                          dev.str().c_str(), n, ms);
+    if (!rc.shared_gpus.empty()) {  // works staged, but NCCL (the default on GPUs) would refuse these ranks
+      const auto [a, b] = rc.shared_gpus.front();
       c.status = Status::kWarn;
-      c.message += strformat("; ranks %d and %d share GPU %s, so training needs parallel.backend = mpi (NCCL "
-                             "needs one GPU per rank: srun --gpus-per-task=1)",
-                             shared.front().first, shared.front().second, uuids[size_t(shared.front().first)].c_str());
+      c.message += strformat("; ranks %d and %d share a GPU, so training needs parallel.backend = mpi (NCCL "
+                             "needs one GPU per rank: srun --gpus-per-task=1)", a, b);
     }
   } catch (const std::exception& e) {
     err = e.what();
   }
-  if (!train::agree_status(world, err.empty(), err)) {
+  if (!comm::agree_status(world, err.empty(), err)) {
     c.status = Status::kFail;
     c.message = err;
   }
@@ -641,20 +592,20 @@ int doctor_main(MpiSession& mpi, int argc, char** argv) {
   std::vector<Check> checks;
   checks.push_back(check_mpi(mpi));
   checks.push_back(check_rendezvous(world, rank, n, timeout_s));
-  const comm::Topology topo = comm::discover_topology(world, 0, comm::cuda_device_count());
+  const comm::Topology topo = comm::discover_topology(world, 0, device::cuda_visible_devices());
   checks.push_back(check_ranks(topo));
   Check out_dir;
   if (rank == 0) out_dir = check_output_dir(dir);
-  out_dir = from_json(json::parse(broadcast_string(rank == 0 ? to_json(out_dir).dump() : "", world)));
+  out_dir = from_json(json::parse(comm::broadcast_string(world, rank == 0 ? to_json(out_dir).dump() : "")));
   checks.push_back(out_dir);
   checks.push_back(check_hdf5(dir, out_dir.status != Status::kFail, world, rank, n));
-  checks.push_back(check_gpu_collective(world, topo, n));
+  checks.push_back(check_gpu_collective(world, n));
 
   // Per-rank checks, merged on rank 0.
   std::vector<Check> mine = {check_papi(), check_cuda(topo), check_libtorch(topo), check_blas(topo)};
   json mine_json = json::array();
   for (const auto& c : mine) mine_json.push_back(to_json(c));
-  std::vector<std::string> all = gather_strings(mine_json.dump(), world, rank, n);
+  std::vector<std::string> all = comm::allgather_strings(world, mine_json.dump());
   if (rank != 0) return 0;  // rank 0 decides the exit code; mpirun reports the worst one
 
   for (auto& c : merge_rank_checks(all)) checks.push_back(c);

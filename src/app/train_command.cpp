@@ -12,8 +12,7 @@
 #include <set>
 
 #include "commands.hpp"
-#include "device_setup.hpp"
-#include "lorabench/comm/delayed_communicator.hpp"
+#include "bootstrap.hpp"
 #include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/comm/nccl_communicator.hpp"
 #include "lorabench/comm/topology.hpp"
@@ -33,7 +32,7 @@
 #include "lorabench/model/gemm.hpp"
 #include "lorabench/model/qwen2.hpp"
 #include "lorabench/train/checkpoint.hpp"
-#include "lorabench/train/control.hpp"
+#include "lorabench/comm/control.hpp"
 #include "lorabench/train/plan.hpp"
 #include "lorabench/train/trainer.hpp"
 
@@ -121,18 +120,12 @@ int keys_main(MpiSession& mpi, int argc, char** argv) {
 
 RunConfig read_run_config(MpiSession& mpi, const std::string& input, const std::vector<std::string>& sets) {
   // Rank 0 reads the input file; every rank parses the same text.
-  std::string text, err;
-  bool ok = true;
-  if (mpi.rank() == 0) {
-    try {
-      text = read_file(input);
-    } catch (const IoError& e) {
-      ok = false;
-      err = input + ": cannot read the input file (" + e.what() + ")";
-    }
+  std::string text;
+  try {
+    text = comm::read_on_root(mpi.world(), input);
+  } catch (const IoError& e) {
+    throw ConfigError(input + ": cannot read the input file (" + e.what() + ")");
   }
-  if (!train::broadcast_status(mpi.world(), ok, err)) throw ConfigError(err);
-  text = train::broadcast_string(mpi.world(), text);
   return parse_run_config(input, text, sets);
 }
 
@@ -150,29 +143,31 @@ void parse_input_command_line(int argc, char** argv, po::options_description& de
   }
 }
 
-int train_main(MpiSession& mpi, int argc, char** argv) {
+namespace {
+
+struct TrainArgs {
   std::string input;
   std::vector<std::string> sets;
   bool help = false, print_config = false;
+};
+
+TrainArgs parse_train_args(int argc, char** argv) {
+  TrainArgs a;
   po::options_description desc;
-  desc.add_options()("help,h", po::bool_switch(&help))("set", po::value(&sets)->composing())(
-      "print-config", po::bool_switch(&print_config));
-  parse_input_command_line(argc, argv, desc, &input, "command line", "lorabench --help");
-  if (help) {
-    if (mpi.rank() == 0) print_train_help();
-    return 0;
-  }
-  if (input.empty()) throw ConfigError("no input file (usage: lorabench INPUT.ini [--set section.key=value ...])");
+  desc.add_options()("help,h", po::bool_switch(&a.help))("set", po::value(&a.sets)->composing())(
+      "print-config", po::bool_switch(&a.print_config));
+  parse_input_command_line(argc, argv, desc, &a.input, "command line", "lorabench --help");
+  if (!a.help && a.input.empty())
+    throw ConfigError("no input file (usage: lorabench INPUT.ini [--set section.key=value ...])");
+  return a;
+}
 
-  // SIGTERM / SIGUSR1 from here on: finish the step, checkpoint, exit 75 (core/stop_request.hpp).
-  stop::install_handlers();
-  RunConfig cfg = read_run_config(mpi, input, sets);
-  std::string err;
-  bool ok = true;
-  // run.name unset: a default name that says what ran, numbered when taken (chosen below, on rank 0).
-  const bool default_name = cfg.run.name.empty();
-  if (default_name) cfg.run.name = default_run_name(input, cfg.parallel.strategy, mpi.size());
-
+// The input file and its overrides, validated for this job. run.name unset: a default name that says what
+// ran (numbered on rank 0 once the inputs are checked, name_the_run).
+RunConfig validated_config(MpiSession& mpi, const TrainArgs& a, bool* default_name) {
+  RunConfig cfg = read_run_config(mpi, a.input, a.sets);
+  *default_name = cfg.run.name.empty();
+  if (*default_name) cfg.run.name = default_run_name(a.input, cfg.parallel.strategy, mpi.size());
   ValidationContext vctx;
   vctx.world_size = mpi.size();
   vctx.nccl_built = comm::nccl_built();
@@ -181,211 +176,241 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   vctx.cpu_blocked_attention = model::cpu_blocked_attention_available();
   validate_run_config(cfg, vctx);
   train::validate_checkpoint_config(cfg);
-  if (print_config) {
-    if (mpi.rank() == 0) std::printf("%s", effective_config_table(cfg).c_str());
-    return 0;
-  }
+  return cfg;
+}
+
+// What the process does the same way for every run: logging, memory accounting, threads, kernels.
+void configure_process(const RunConfig& cfg) {
   log::set_quiet(cfg.run.quiet);
   metrics::install_memory_counter();
   set_threads(cfg.parallel.threads_per_rank);
   model::set_fused_cpu_kernels(cfg.model.fused_kernels);
   model::set_cuda_attention(model::parse_cuda_attention(cfg.model.cuda_attention));
   model::set_cpu_attention(model::parse_cpu_attention(cfg.model.cpu_attention));
+}
 
-  comm::Topology topo = comm::discover_topology(mpi.world(), cfg.parallel.emulate_nodes, 0);
-  std::unique_ptr<device::Device> gpu;
-  int ranks_on_device = 1;
-  const device::Choice choice = choose_device(mpi.world(), cfg, topo, gpu, ranks_on_device);
-  device::Device& dev = gpu ? *gpu : device::cpu_device();
-  if (dev.is_cuda()) topo = comm::discover_topology(mpi.world(), cfg.parallel.emulate_nodes, device::cuda_visible_devices());
-  std::unique_ptr<comm::Communicator> comm = make_data_plane(mpi.world(), choice, dev);
-  if (cfg.fault.comm_delay_ms > 0) comm = comm::make_delayed_communicator(std::move(comm), cfg.fault.comm_delay_ms / 1000.0);
-
-  // The files the input names exist (checked before anything is written), and the run's name: with
-  // run.name unset, the first free of NAME, NAME-2, ... for a new run and the latest of them for
-  // checkpoint.resume = latest, so that running one command twice never meets the first run's directory.
-  ok = true;
-  err.clear();
-  if (mpi.rank() == 0) {
-    std::vector<std::string> problems = input_path_problems(cfg);
-    if (problems.empty() && !cfg.lora.init_from.empty()) {
-      try {
-        const lora::AdapterConfig a = lora::read_adapter_config(cfg.lora.init_from);
-        const auto diffs = lora::adapter_mismatches(
-            a, model::make_lora_spec(true, cfg.lora.r, cfg.lora.alpha, cfg.lora.dropout, cfg.lora.rslora, cfg.lora.targets));
-        if (!diffs.empty())
-          problems.push_back(describe_path("lora.init_from", cfg.lora.init_from) +
-                             ": the adapter does not match the configuration:\n    " + join(diffs, "\n    "));
-      } catch (const IoError& e) {
-        problems.push_back(describe_path("lora.init_from", cfg.lora.init_from) + ": " + e.what());
-      }
-    }
-    if (!problems.empty()) {
-      ok = false;
-      err = cfg.input_path + ": " + join(problems, "\n  ");
-    } else {  // host memory on CPU, the GPU's memory on CUDA; docs/plan.md
-      try {
-        train::check_fits_or_throw(cfg, mpi.size(), ranks_on_device, dev.memory_available(),
-                                   dev.is_cuda() ? "GPU " + dev.str() : std::string("this node"));
-      } catch (const ConfigError& e) {
-        ok = false;
-        err = cfg.input_path + ": " + e.what();
-      }
-    }
-    if (ok && default_name) {
-      const bool continues = cfg.checkpoint.resume == "latest" || cfg.checkpoint.resume == "auto";
-      cfg.run.name = continues ? latest_run_name(cfg.run.output_dir, cfg.run.name)
-                                                       : first_free_run_name(cfg.run.output_dir, cfg.run.name);
+// Rank 0: what is wrong with the files the input names (they exist, an adapter to start from matches the
+// configuration) and whether the run fits its device's memory (docs/plan.md); "" when nothing is.
+std::string input_problems(const RunConfig& cfg, int world, const RankContext& rc) {
+  std::vector<std::string> problems = input_path_problems(cfg);
+  if (problems.empty() && !cfg.lora.init_from.empty()) {
+    try {
+      const lora::AdapterConfig a = lora::read_adapter_config(cfg.lora.init_from);
+      const auto diffs = lora::adapter_mismatches(
+          a, model::make_lora_spec(true, cfg.lora.r, cfg.lora.alpha, cfg.lora.dropout, cfg.lora.rslora, cfg.lora.targets));
+      if (!diffs.empty())
+        problems.push_back(describe_path("lora.init_from", cfg.lora.init_from) +
+                           ": the adapter does not match the configuration:\n    " + join(diffs, "\n    "));
+    } catch (const IoError& e) {
+      problems.push_back(describe_path("lora.init_from", cfg.lora.init_from) + ": " + e.what());
     }
   }
-  if (!train::broadcast_status(mpi.world(), ok, err)) throw ConfigError(err);
-  cfg.run.name = train::broadcast_string(mpi.world(), cfg.run.name);
+  if (!problems.empty()) return cfg.input_path + ": " + join(problems, "\n  ");
+  const device::Device& dev = rc.device();
+  try {  // host memory on CPU, the GPU's memory on CUDA
+    train::check_fits_or_throw(cfg, world, rc.ranks_on_device, dev.memory_available(),
+                               dev.is_cuda() ? "GPU " + dev.str() : std::string("this node"));
+  } catch (const ConfigError& e) {
+    return cfg.input_path + ": " + e.what();
+  }
+  return "";
+}
 
-  // The run directory: rank 0 creates it; an existing run is never silently overwritten. Resuming
-  // (checkpoint.resume) continues in an existing directory: its checkpoints stay and the previous run
-  // file is kept as run.<k>.h5 beside the new run.h5 (docs/checkpoints.md).
-  const fs::path run_dir = fs::path(cfg.run.output_dir) / cfg.run.name;
-  const fs::path run_path = run_dir / "run.h5";
-  const train::ResumePoint resume = train::select_resume_checkpoint(cfg, run_dir.string(), mpi.size(), mpi.world());
-  std::string previous_run_file;
-  std::unique_ptr<io::RunFileWriter> run;
-  ok = true;
-  err.clear();
+// Collective: the inputs are checked before anything is written, and the run's name settled. With run.name
+// unset, the first free of NAME, NAME-2, ... for a new run and the latest of them for checkpoint.resume =
+// latest, so that running one command twice never meets the first run's directory.
+void check_inputs_and_name_run(MpiSession& mpi, RunConfig& cfg, bool default_name, const RankContext& rc) {
+  std::string err;
+  if (mpi.rank() == 0) {
+    err = input_problems(cfg, mpi.size(), rc);
+    if (err.empty() && default_name) {
+      const bool continues = cfg.checkpoint.resume == "latest" || cfg.checkpoint.resume == "auto";
+      cfg.run.name = continues ? latest_run_name(cfg.run.output_dir, cfg.run.name)
+                               : first_free_run_name(cfg.run.output_dir, cfg.run.name);
+    }
+  }
+  if (!comm::broadcast_status(mpi.world(), err.empty(), err)) throw ConfigError(err);
+  cfg.run.name = comm::broadcast_string(mpi.world(), cfg.run.name);
+}
+
+struct RunDir {
+  fs::path dir;                           // outputs/<name>
+  train::ResumePoint resume;              // where training continues from
+  std::string previous_run_file;          // a resumed run's earlier run.h5, kept as run.<k>.h5
+  std::unique_ptr<io::RunFileWriter> run;  // rank 0's run file
+};
+
+// Rank 0: the run directory for a new run, or the existing one continued; an existing run is never
+// silently overwritten. Resuming (checkpoint.resume) keeps its checkpoints and the previous run file as
+// run.<k>.h5 beside the new run.h5 (docs/checkpoints.md). "" or what is wrong.
+std::string make_run_dir(const RunConfig& cfg, RunDir& d) {
+  const fs::path run_path = d.dir / "run.h5";
+  const bool resuming = !d.resume.path.empty();
+  // checkpoint.resume = auto without a checkpoint continues the directory too (a requeued job that was
+  // killed before its first checkpoint): its run file is kept as run.<k>.h5, as on a resume.
+  if (fs::exists(d.dir) && (resuming || cfg.checkpoint.resume == "auto") && !cfg.run.overwrite) {
+    for (int k = 1; fs::exists(run_path); ++k) {
+      const fs::path old = d.dir / ("run." + std::to_string(k) + ".h5");
+      if (fs::exists(old)) continue;
+      fs::rename(run_path, old);
+      d.previous_run_file = old.string();
+    }
+  } else if (fs::exists(d.dir)) {
+    if (!cfg.run.overwrite)
+      return "run.name: " + resolve_path(d.dir.string()) +
+             " already exists (choose another run.name, leave run.name unset for a numbered default name, or "
+             "--set run.overwrite=true to replace it)";
+    const std::string ck = resuming ? fs::weakly_canonical(d.resume.path).string() : "";
+    if (resuming && starts_with(ck, fs::weakly_canonical(d.dir).string() + "/"))
+      return "run.overwrite: true would delete " + d.resume.path + ", which checkpoint.resume resumes from";
+    fs::remove_all(d.dir);
+  }
+  fs::create_directories(d.dir);
+  d.run = std::make_unique<io::RunFileWriter>(run_path.string(), schema::kKindTrain, cfg.run.name);
+  return "";
+}
+
+// Collective: the checkpoint to resume from, and the run directory with rank 0's run file.
+RunDir prepare_run_dir(MpiSession& mpi, const RunConfig& cfg) {
+  RunDir d;
+  d.dir = fs::path(cfg.run.output_dir) / cfg.run.name;
+  d.resume = train::select_resume_checkpoint(cfg, d.dir.string(), mpi.size(), mpi.world());
+  std::string err;
   if (mpi.rank() == 0) {
     try {
-      const bool resuming = !resume.path.empty();
-      // checkpoint.resume = auto without a checkpoint continues the directory too (a requeued job that
-      // was killed before its first checkpoint): its run file is kept as run.<k>.h5, as on a resume.
-      if (fs::exists(run_dir) && (resuming || cfg.checkpoint.resume == "auto") && !cfg.run.overwrite) {
-        for (int k = 1; fs::exists(run_path); ++k) {
-          const fs::path old = run_dir / ("run." + std::to_string(k) + ".h5");
-          if (fs::exists(old)) continue;
-          fs::rename(run_path, old);
-          previous_run_file = old.string();
-        }
-      } else if (fs::exists(run_dir)) {
-        const std::string ck = resuming ? fs::weakly_canonical(resume.path).string() : "";
-        if (!cfg.run.overwrite) {
-          ok = false;
-          err = "run.name: " + resolve_path(run_dir.string()) +
-                " already exists (choose another run.name, leave run.name unset for a numbered default name, or "
-                "--set run.overwrite=true to replace it)";
-        } else if (resuming && starts_with(ck, fs::weakly_canonical(run_dir).string() + "/")) {
-          ok = false;
-          err = "run.overwrite: true would delete " + resume.path + ", which checkpoint.resume resumes from";
-        } else {
-          fs::remove_all(run_dir);
-        }
-      }
-      if (ok) {
-        fs::create_directories(run_dir);
-        run = std::make_unique<io::RunFileWriter>(run_path.string(), schema::kKindTrain, cfg.run.name);
-      }
+      err = make_run_dir(cfg, d);
     } catch (const std::exception& e) {
-      ok = false;
       err = describe_path("run.output_dir", cfg.run.output_dir) + ": " + e.what();
     }
   }
-  if (!train::broadcast_status(mpi.world(), ok, err)) throw ConfigError(err);
+  if (!comm::broadcast_status(mpi.world(), err.empty(), err)) throw ConfigError(err);
+  return d;
+}
 
-  // The first writes of the run file; a failure (a full disk) stops every rank together (exit 4).
-  try {
-    train::agreed_writes(mpi.world(), [&] {
-      if (!run) return;
-      run->write_config(resolved_values(cfg), cfg.input_text, cfg.input_path, cfg.overrides);
-      io::KeyValues prov = provenance(mpi, topo, cfg, argc, argv);
-      for (const auto& kv : dev.describe()) prov.push_back(kv);
-      if (dev.is_cuda())
-        prov.emplace_back("papi_scope", "the host thread of each rank (launches, staging copies), not the GPU's kernels");
-      prov.emplace_back("device_choice", choice.reason);
-      prov.emplace_back("backend", choice.backend);
-      prov.emplace_back("attention_kernel", model::attention_kernel(dev.is_cuda(), cfg.model.dtype == "bf16"));
-      if (!resume.path.empty()) {
-        prov.emplace_back("resumed_from", resume.path);
-        prov.emplace_back("resumed_at_step", std::to_string(resume.step));
-        prov.emplace_back("previous_run_file", previous_run_file);
-      }
-      run->write_provenance(prov);
-      std::vector<io::RankRow> rows;
-      for (const auto& r : topo.ranks)
-        rows.push_back({r.rank, r.host, r.local_rank, r.node, r.pid, cfg.parallel.threads_per_rank,
-                        starts_with(r.device, "cuda:") ? std::stoi(r.device.substr(5)) : -1});
-      run->write_ranks(rows);
-      run->flush();
-    });
-  } catch (const AgreedIoError& e) {
-    std::fprintf(stderr, "lorabench: rank %d: %s\n", mpi.rank(), e.what());
-    return kExitIoError;
-  }
+// Collective: the first writes of the run file (configuration, provenance, ranks); a failure (a full
+// disk) stops every rank together with AgreedIoError.
+void write_run_header(MpiSession& mpi, const RunConfig& cfg, const RankContext& rc, const RunDir& d, int argc,
+                      char** argv) {
+  comm::agreed_writes(mpi.world(), [&] {
+    if (!d.run) return;
+    d.run->write_config(resolved_values(cfg), cfg.input_text, cfg.input_path, cfg.overrides);
+    const device::Device& dev = rc.device();
+    io::KeyValues prov = provenance(mpi, rc.topo, cfg, argc, argv);
+    for (const auto& kv : dev.describe()) prov.push_back(kv);
+    if (dev.is_cuda())
+      prov.emplace_back("papi_scope", "the host thread of each rank (launches, staging copies), not the GPU's kernels");
+    prov.emplace_back("device_choice", rc.choice.reason);
+    prov.emplace_back("backend", rc.choice.backend);
+    prov.emplace_back("attention_kernel", model::attention_kernel(dev.is_cuda(), cfg.model.dtype == "bf16"));
+    if (!d.resume.path.empty()) {
+      prov.emplace_back("resumed_from", d.resume.path);
+      prov.emplace_back("resumed_at_step", std::to_string(d.resume.step));
+      prov.emplace_back("previous_run_file", d.previous_run_file);
+    }
+    d.run->write_provenance(prov);
+    std::vector<io::RankRow> rows;
+    for (const auto& r : rc.topo.ranks)
+      rows.push_back({r.rank, r.host, r.local_rank, r.node, r.pid, cfg.parallel.threads_per_rank,
+                      starts_with(r.device, "cuda:") ? std::stoi(r.device.substr(5)) : -1});
+    d.run->write_ranks(rows);
+    d.run->flush();
+  });
+}
 
-  log::info(strformat("lorabench %s (%s)  %s", program_version(), git_commit(), input.c_str()));
-  log::info("run directory: " + run_dir.string());
+// The run's opening lines; one line per rank, in rank order.
+void announce(MpiSession& mpi, const RunConfig& cfg, const RankContext& rc, const comm::Communicator& comm,
+              const RunDir& d) {
+  log::info(strformat("lorabench %s (%s)  %s", program_version(), git_commit(), cfg.input_path.c_str()));
+  log::info("run directory: " + d.dir.string());
   if (cfg.model.dtype == "fp32" && sys::blas_info().kind == "reference BLAS")
     log::warn("the reference BLAS is loaded: fp32 GEMMs run ~30x slower than with OpenBLAS "
               "(apt-get install libopenblas0-pthread); the timings of this run are not representative");
   log::info("effective configuration:\n" + effective_config_table(cfg));
-  // One line per rank, in rank order.
-  for (int r = 0; r < topo.world_size; ++r) {
-    if (r == topo.rank)
-      log::any(comm::describe_rank(topo) + strformat(" threads %d backend %s%s", at::get_num_threads(),
-                                                     comm->backend_name().c_str(),
-                                                     dev.is_cuda() && choice.backend == "mpi" ? " (staged)" : ""));
+  const bool staged = rc.device().is_cuda() && rc.choice.backend == "mpi";
+  for (int r = 0; r < rc.topo.world_size; ++r) {
+    if (r == rc.topo.rank)
+      log::any(comm::describe_rank(rc.topo) + strformat(" threads %d backend %s%s", at::get_num_threads(),
+                                                        comm.backend_name().c_str(), staged ? " (staged)" : ""));
     LB_MPI_CHECK(MPI_Barrier(mpi.world()));
   }
+}
 
-  // The planner's prediction for this very run, recorded beside what it measures (lorabench plan): on
-  // its device (a GPU run probes on its GPU), with the bandwidth of its own communicator.
-  if (cfg.run.predict) {
-    const int cpus = train::node_cpus(mpi.world());
-    const train::CommBandwidth bw =
-        mpi.size() > 1 ? train::measure_bandwidth(*comm, mpi.world(), dev) : train::estimate_bandwidth();
-    if (run) {
-      const double t0 = sys::now_s();
-      const train::ProbeResult probe = train::probe_model(cfg, dev);
-      train::PlanOptions po;
-      po.worlds = {mpi.size()};
-      po.strategies = {cfg.parallel.strategy};
-      po.ranks_per_node = topo.host_local_size;
-      po.node_cpus = cpus;
-      plan_on_device(po, choice, dev);
-      const auto rows = train::make_plan(cfg, po, &probe, bw);
-      if (!rows.empty()) {
-        const train::PlanRow& p = rows.front();
-        run->write_summary("predicted_tensor_peak_bytes", double(p.tensor_peak));
-        run->write_summary("predicted_activation_bytes", double(p.activations));
-        if (dev.is_cuda())
-          run->write_summary("predicted_reserved_bytes", double(p.reserved));
-        else
-          run->write_summary("predicted_rss_bytes", double(p.rss));
-        run->write_summary("predicted_step_time_s", p.step_s);
-        run->write_summary("predicted_compute_s", p.compute_s);
-        run->write_summary("predicted_comm_s", p.comm_s);
-        run->write_summary("predicted_tokens_per_s", p.tokens_per_s);
-        run->write_summary("predicted_how", probe.note + "; bandwidth " + bw.source);
-        log::info(strformat("prediction (lorabench plan, %.1f s): tensor peak %s per rank, step %.3f s", sys::now_s() - t0,
-                            format_bytes(double(p.tensor_peak)).c_str(), p.step_s));
-      }
-      run->flush();
+// Collective: the planner's prediction for this very run, recorded beside what it measures (lorabench
+// plan): on its device (a GPU run probes on its GPU), with the bandwidth of its own communicator.
+void record_prediction(MpiSession& mpi, const RunConfig& cfg, const RankContext& rc, comm::Communicator& comm,
+                       io::RunFileWriter* run) {
+  device::Device& dev = rc.device();
+  const int cpus = train::node_cpus(mpi.world());
+  const train::CommBandwidth bw =
+      mpi.size() > 1 ? train::measure_bandwidth(comm, mpi.world(), dev) : train::estimate_bandwidth();
+  if (run) {
+    const double t0 = sys::now_s();
+    const train::ProbeResult probe = train::probe_model(cfg, dev);
+    train::PlanOptions po;
+    po.worlds = {mpi.size()};
+    po.strategies = {cfg.parallel.strategy};
+    po.ranks_per_node = rc.topo.host_local_size;
+    po.node_cpus = cpus;
+    plan_on_device(po, rc);
+    const auto rows = train::make_plan(cfg, po, &probe, bw);
+    if (!rows.empty()) {
+      train::write_prediction(*run, rows.front(), dev.is_cuda(), probe.note + "; bandwidth " + bw.source);
+      log::info(strformat("prediction (lorabench plan, %.1f s): tensor peak %s per rank, step %.3f s", sys::now_s() - t0,
+                          format_bytes(double(rows.front().tensor_peak)).c_str(), rows.front().step_s));
     }
-    train::quiet_barrier(mpi.world());  // the other ranks sleep while rank 0 probes
+    run->flush();
   }
+  comm::quiet_barrier(mpi.world());  // the other ranks sleep while rank 0 probes
+}
 
+int train(MpiSession& mpi, const RunConfig& cfg, const RankContext& rc, comm::Communicator& comm, RunDir& d) {
   train::TrainEnv env;
   env.cfg = &cfg;
   env.world = mpi.world();
-  env.comm = comm.get();
-  env.device = &dev;
-  env.topo = &topo;
-  env.run = run.get();
-  env.run_dir = run_dir.string();
-  env.resume_from = resume.path;
+  env.comm = &comm;
+  env.device = &rc.device();
+  env.topo = &rc.topo;
+  env.run = d.run.get();
+  env.run_dir = d.dir.string();
+  env.resume_from = d.resume.path;
   try {
     return train::run_training(env);
   } catch (const std::exception& e) {
     // Rank 0 marks its run file failed before main() aborts the job.
-    if (run) run->set_status(schema::kStatusFailed, e.what());
+    if (d.run) d.run->set_status(schema::kStatusFailed, e.what());
     throw;
   }
+}
+
+}  // namespace
+
+int train_main(MpiSession& mpi, int argc, char** argv) {
+  const TrainArgs args = parse_train_args(argc, argv);
+  if (args.help) {
+    if (mpi.rank() == 0) print_train_help();
+    return 0;
+  }
+  stop::install_handlers();  // SIGTERM / SIGUSR1 from here on: finish the step, checkpoint, exit 75
+  bool default_name = false;
+  RunConfig cfg = validated_config(mpi, args, &default_name);
+  if (args.print_config) {
+    if (mpi.rank() == 0) std::printf("%s", effective_config_table(cfg).c_str());
+    return 0;
+  }
+  configure_process(cfg);
+  const RankContext rc = bootstrap(mpi.world(), bootstrap_request(cfg));
+  std::unique_ptr<comm::Communicator> comm = make_data_plane(mpi.world(), rc, {cfg.fault.comm_delay_ms / 1000.0, {}});
+  check_inputs_and_name_run(mpi, cfg, default_name, rc);
+  RunDir dir = prepare_run_dir(mpi, cfg);
+  try {
+    write_run_header(mpi, cfg, rc, dir, argc, argv);
+  } catch (const AgreedIoError& e) {
+    std::fprintf(stderr, "lorabench: rank %d: %s\n", mpi.rank(), e.what());
+    return kExitIoError;
+  }
+  announce(mpi, cfg, rc, *comm, dir);
+  if (cfg.run.predict) record_prediction(mpi, cfg, rc, *comm, dir.run.get());
+  return train(mpi, cfg, rc, *comm, dir);
 }
 
 }  // namespace lorabench::app

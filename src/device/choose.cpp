@@ -16,24 +16,24 @@ Choice choose(const ChoiceInputs& in) {
   const std::string visible = std::to_string(in.visible) + " CUDA device" + (in.visible == 1 ? "" : "s");
   if (in.requested == "cpu") {
     c.kind = Kind::kCpu;
-    c.reason = "parallel.device = cpu";
+    c.reason = in.device_key + " = cpu";
   } else if (in.requested == "cuda" || in.requested == "auto") {
     const bool want = in.requested == "cuda";
     if (!in.cuda_built) {
       if (want)
-        throw ConfigError("parallel.device: cuda was asked for but this build has no CUDA path (build against a "
+        throw ConfigError(in.device_key + ": cuda was asked for but this build has no CUDA path (build against a "
                           "CUDA libtorch with the CUDA toolkit, see docs/build.md, or use cpu)");
       c.reason = "auto: this build has no CUDA path";
     } else if (in.visible == 0) {
       if (want)
-        throw ConfigError("parallel.device: cuda was asked for but this process sees no CUDA device (check "
+        throw ConfigError(in.device_key + ": cuda was asked for but this process sees no CUDA device (check "
                           "nvidia-smi, CUDA_VISIBLE_DEVICES and the job's --gpus / --gpus-per-task)");
       c.reason = "auto: no CUDA device visible";
     } else {
       c.kind = Kind::kCuda;
     }
   } else {
-    throw ConfigError("parallel.device: unknown value '" + in.requested + "' (auto, cpu or cuda)");
+    throw ConfigError(in.device_key + ": unknown value '" + in.requested + "' (auto, cpu or cuda)");
   }
 
   if (c.kind == Kind::kCuda) {
@@ -48,7 +48,7 @@ Choice choose(const ChoiceInputs& in) {
       c.reason = "the one CUDA device this process sees (local rank " + std::to_string(in.local_rank) + " of " +
                  std::to_string(in.local_size) + ")";
     } else {
-      throw ConfigError("parallel.device: " + std::to_string(in.local_size) + " ranks on this host but it sees " +
+      throw ConfigError(in.device_key + ": " + std::to_string(in.local_size) + " ranks on this host but it sees " +
                         visible + ": launch one rank per GPU (srun --ntasks-per-node=" + std::to_string(in.visible) +
                         " --gpus-per-task=1), or make each rank see one GPU");
     }
@@ -56,10 +56,10 @@ Choice choose(const ChoiceInputs& in) {
 
   if (in.backend == "nccl") {
     if (c.kind != Kind::kCuda)
-      throw ConfigError("parallel.backend: nccl needs the model on CUDA devices, but this rank runs on the CPU (" +
-                        c.reason + "); use mpi or parallel.device = cuda");
+      throw ConfigError(in.backend_key + ": nccl needs CUDA devices, but this rank runs on the CPU (" + c.reason +
+                        "); use mpi" + (in.device_key.empty() ? "" : " or " + in.device_key + " = cuda"));
     if (!in.nccl_built)
-      throw ConfigError("parallel.backend: nccl was asked for but this build has no NCCL backend (rebuild with "
+      throw ConfigError(in.backend_key + ": nccl was asked for but this build has no NCCL backend (rebuild with "
                         "-DLORABENCH_WITH_NCCL=ON against a CUDA libtorch, or use mpi)");
     c.backend = "nccl";
   } else if (in.backend == "mpi") {
@@ -67,7 +67,7 @@ Choice choose(const ChoiceInputs& in) {
   } else if (in.backend == "auto") {
     c.backend = c.kind == Kind::kCuda && in.nccl_built ? "nccl" : "mpi";
   } else {
-    throw ConfigError("parallel.backend: unknown value '" + in.backend + "' (auto, mpi or nccl)");
+    throw ConfigError(in.backend_key + ": unknown value '" + in.backend + "' (auto, mpi or nccl)");
   }
   return c;
 }

@@ -23,7 +23,7 @@
 #include "lorabench/data/sft_source.hpp"
 #include "lorabench/lora/adapter.hpp"
 #include "lorabench/model/shape.hpp"
-#include "lorabench/train/control.hpp"
+#include "lorabench/comm/control.hpp"
 #include "lorabench/train/step_runner.hpp"
 #include "lorabench/optim/schedule.hpp"
 
@@ -358,8 +358,8 @@ ResumePoint select_resume_checkpoint(const RunConfig& c, const std::string& run_
       msg = std::string("checkpoint.resume: ") + e.what();
     }
   }
-  if (!broadcast_status(world, ok, msg)) throw ConfigError(msg);
-  rp.path = broadcast_string(world, rp.path);
+  if (!comm::broadcast_status(world, ok, msg)) throw ConfigError(msg);
+  rp.path = comm::broadcast_string(world, rp.path);
   long long step = rp.step;
   LB_MPI_CHECK(MPI_Bcast(&step, 1, MPI_LONG_LONG, 0, world));
   rp.step = step;
@@ -470,8 +470,8 @@ void Checkpointer::compute_fingerprint() {
       text = e.what();
     }
   }
-  if (!broadcast_status(world_, ok, text)) throw IoError(text);
-  fingerprint_ = deserialize(broadcast_string(world_, text));
+  if (!comm::broadcast_status(world_, ok, text)) throw IoError(text);
+  fingerprint_ = deserialize(comm::broadcast_string(world_, text));
 }
 
 int64_t Checkpointer::resume(strategy::TrainingStrategy& s, const std::string& path) {
@@ -583,7 +583,7 @@ io::CheckpointWriteResult Checkpointer::save(strategy::TrainingStrategy& s, int6
   for (auto* v : {&st.params, &st.exp_avg, &st.exp_avg_sq})  // host memory for HDF5 (a no-op on CPU)
     for (auto& t : *v)
       if (t.defined()) t = t.to(at::kCPU).contiguous();
-  const int64_t tokens = tokens_base_ + allreduce_sum(world_, tokens_local_);
+  const int64_t tokens = tokens_base_ + comm::allreduce_sum(world_, tokens_local_);
   const bool whole = kWriteMode == io::CheckpointWriteMode::kGathered;
   std::vector<io::TensorPiece> pieces = state_pieces(m_, st, whole, rank_, world_size_);
   std::vector<int64_t> seeds(static_cast<size_t>(world_size_), static_cast<int64_t>(c_.run.seed));
@@ -597,7 +597,7 @@ io::CheckpointWriteResult Checkpointer::save(strategy::TrainingStrategy& s, int6
   log::info(strformat("checkpoint: %s (%s, write %.3f s, commit %.3f s%s)", r.path.c_str(),
                       format_bytes(double(r.bytes)).c_str(), r.write_s, r.commit_s,
                       r.pruned.empty() ? "" : (", pruned " + join(r.pruned, ", ")).c_str()));
-  agreed_writes(world_, [&] {
+  comm::agreed_writes(world_, [&] {
     if (!run_) return;
     run_->write_summary("checkpoints_written", double(written_));
     run_->write_summary("checkpoint_last", r.path);

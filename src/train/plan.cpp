@@ -22,7 +22,7 @@
 #include "lorabench/metrics/memory.hpp"
 #include "lorabench/model/layout.hpp"
 #include "lorabench/strategy/strategy.hpp"
-#include "lorabench/train/control.hpp"
+#include "lorabench/comm/control.hpp"
 #include "lorabench/train/step_runner.hpp"
 
 namespace lorabench::train {
@@ -169,7 +169,7 @@ CommBandwidth measure_bandwidth(comm::Communicator& comm, MPI_Comm world, device
       call();
       b = std::min(b, sys::now_s() - t0);
     }
-    return allreduce_max(world, b);
+    return comm::allreduce_max(world, b);
   };
   const double bytes = double(per_rank * size_t(w)) * 4;
   const double fw = double(w - 1) / w;
@@ -520,6 +520,20 @@ void check_fits_or_throw(const RunConfig& c, int world, int ranks_sharing, int64
       c.train.micro_batch, c.data.seq_len, format_bytes(double(act)).c_str(), where.c_str(),
       format_bytes(double(available)).c_str(), ranks_sharing, ranks_sharing == 1 ? "" : "s",
       format_bytes(double(per_rank)).c_str()));
+}
+
+void write_prediction(io::RunFileWriter& run, const PlanRow& p, bool cuda, const std::string& how) {
+  run.write_summary("predicted_tensor_peak_bytes", double(p.tensor_peak));
+  run.write_summary("predicted_activation_bytes", double(p.activations));
+  if (cuda)
+    run.write_summary("predicted_reserved_bytes", double(p.reserved));
+  else
+    run.write_summary("predicted_rss_bytes", double(p.rss));
+  run.write_summary("predicted_step_time_s", p.step_s);
+  run.write_summary("predicted_compute_s", p.compute_s);
+  run.write_summary("predicted_comm_s", p.comm_s);
+  run.write_summary("predicted_tokens_per_s", p.tokens_per_s);
+  run.write_summary("predicted_how", how);
 }
 
 }  // namespace lorabench::train

@@ -14,7 +14,7 @@
 #include "lorabench/core/hash.hpp"
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/device/torch_device.hpp"
-#include "lorabench/train/control.hpp"
+#include "lorabench/comm/control.hpp"
 
 namespace lorabench::train {
 
@@ -174,7 +174,7 @@ EvalResult evaluate(const model::ModelLayout& m, strategy::TrainingStrategy& s, 
     sums[0] += r.loss();
     sums[1] += double(r.tokens());
   }
-  allreduce_sum(world, sums);
+  comm::allreduce_sum(world, sums);
   EvalResult res;
   res.tokens = int64_t(sums[1]);
   res.loss = res.tokens > 0 ? sums[0] / sums[1] : std::nan("");
@@ -207,7 +207,7 @@ StepResult StepRunner::run(int64_t step) {
   }
   clock.switch_to(kComm);
   int64_t global_loss_tokens = 0;
-  control([&] { global_loss_tokens = allreduce_sum(world_, res.loss_tokens); });
+  control([&] { global_loss_tokens = comm::allreduce_sum(world_, res.loss_tokens); });
   // The loss is the mean over the global batch's counted tokens: every micro-step's gradient is scaled
   // by 1/(global count) and gradients are summed over micro-steps and ranks.
   const double grad_scale = global_loss_tokens > 0 ? 1.0 / double(global_loss_tokens) : 0.0;
@@ -241,7 +241,7 @@ StepResult StepRunner::run(int64_t step) {
 
   // ---- one allreduce: the global loss and whether any rank saw a non-finite value ----
   std::vector<double> agg = {std::isfinite(loss_sum) ? loss_sum : 0.0, std::isfinite(loss_sum) ? 0.0 : 1.0};
-  control([&] { allreduce_sum(world_, agg); });
+  control([&] { comm::allreduce_sum(world_, agg); });
   res.loss = agg[1] > 0 ? std::nan("") : agg[0] / double(std::max<int64_t>(1, global_loss_tokens));
 
   // ---- optimizer ----

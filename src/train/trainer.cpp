@@ -33,7 +33,7 @@
 #include "lorabench/model/step.hpp"
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/train/checkpoint.hpp"
-#include "lorabench/train/control.hpp"
+#include "lorabench/comm/control.hpp"
 #include "lorabench/train/state_check.hpp"
 #include "lorabench/optim/schedule.hpp"
 #include "lorabench/train/step_runner.hpp"
@@ -298,8 +298,8 @@ class StepLog {
         error = e.what();
       }
     };
-    std::vector<double> all = gather_to_root(env_.world, pending_);
-    const std::vector<std::vector<double>> timelines = gatherv_to_root(env_.world, pending_timelines_);
+    std::vector<double> all = comm::gather_to_root(env_.world, pending_);
+    const std::vector<std::vector<double>> timelines = comm::gatherv_to_root(env_.world, pending_timelines_);
     pending_timelines_.clear();
     if (env_.run) {
       const size_t per_rank = pending_.size();
@@ -319,7 +319,7 @@ class StepLog {
     }
     if (counter_width_ > 0) {
       // Every rank holds the same number of counter rows (kPhaseCount per step); rank order within a step.
-      std::vector<double> c = gather_to_root(env_.world, pending_counters_);
+      std::vector<double> c = comm::gather_to_root(env_.world, pending_counters_);
       if (env_.run) {
         const size_t per_rank = pending_counters_.size();
         const size_t W = static_cast<size_t>(env_.topo->world_size);
@@ -336,7 +336,7 @@ class StepLog {
       pending_counters_.clear();
     }
     if (env_.run) write([&] { env_.run->flush(); });
-    agree_io(env_.world, error);
+    comm::agree_io(env_.world, error);
     pending_.clear();
   }
   // Every row written so far (rank 0 only), read back from run.h5: the rows are not kept in memory, so a
@@ -384,8 +384,8 @@ class Trainer {
     const std::string names = join(counters_->counted_events(), ",");
     const double n = double(counters_->counted_events().size());
     const double h = double(std::hash<std::string>{}(names) % 1000003);
-    const bool uniform = allreduce_min(env_.world, n) == allreduce_max(env_.world, n) &&
-                         allreduce_min(env_.world, h) == allreduce_max(env_.world, h);
+    const bool uniform = comm::allreduce_min(env_.world, n) == comm::allreduce_max(env_.world, n) &&
+                         comm::allreduce_min(env_.world, h) == comm::allreduce_max(env_.world, h);
     if (uniform && n > 0) {
       log_.enable_counters(5 + counters_->counted_events().size());
       if (env_.run) {
@@ -528,7 +528,7 @@ class Trainer {
         log::info(strformat("eval  after step %lld: loss %.4f  perplexity %.3f  (%lld samples, %lld tokens, %.2f s)",
                             (long long)(step + 1), e.loss, std::exp(e.loss), (long long)e.samples,
                             (long long)e.tokens, e.seconds));
-        agreed_writes(env_.world, [&] {
+        comm::agreed_writes(env_.world, [&] {
           if (!env_.run) return;
           env_.run->append_eval(trial, step + 1, e.loss, e.tokens, e.samples, e.seconds);
           env_.run->write_summary("eval_loss_last", e.loss);
@@ -562,7 +562,7 @@ class Trainer {
   // Collective, once per step: did a stop signal (SIGTERM, SIGUSR1) reach any rank? Every rank then stops
   // after the same step, whichever rank the signal reached and when.
   bool stop_requested() {
-    const double sig = allreduce_max(env_.world, double(stop::requested()));
+    const double sig = comm::allreduce_max(env_.world, double(stop::requested()));
     if (sig == 0) return false;
     stopped_signal_ = int(sig);
     return true;
@@ -584,7 +584,7 @@ class Trainer {
     stop_message_ = strformat("stopped by %s after %lld of %d steps; %s", sig, (long long)steps_done,
                               c_.run.steps, what.c_str());
     log::info(stop_message_ + strformat(" (exit code %d)", stop::kExitPreempted));
-    agreed_writes(env_.world, [&] {
+    comm::agreed_writes(env_.world, [&] {
       if (!env_.run) return;
       env_.run->write_summary("stop_signal", std::string(sig));
       env_.run->write_summary("stopped_after_steps", double(steps_done));
@@ -711,7 +711,7 @@ void Trainer::finish() {
     const std::string path = (fs::path(env_.run_dir) / strformat("trace_rank%d.json", rank_)).string();
     trace_.write(path);
   }
-  agreed_writes(env_.world, [this] {
+  comm::agreed_writes(env_.world, [this] {
     if (env_.run) write_summary(*env_.run);
   });
 }

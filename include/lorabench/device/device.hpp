@@ -37,6 +37,8 @@ struct ChoiceInputs {
   int visible = 0;                 // CUDA devices this process sees (after CUDA_VISIBLE_DEVICES / Slurm binding)
   int local_rank = 0;              // rank within its host
   int local_size = 1;              // ranks on its host
+  // The settings' names in errors and reasons (`lorabench comm` has --backend and no device key).
+  std::string device_key = "parallel.device", backend_key = "parallel.backend";
 };
 
 struct Choice {

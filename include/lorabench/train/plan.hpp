@@ -28,6 +28,10 @@ namespace lorabench::device {
 class Device;
 }
 
+namespace lorabench::io {
+class RunFileWriter;
+}
+
 namespace lorabench::train {
 
 // Bus bandwidth (GB/s, nccl-tests' definition) of the three collectives the strategies use.
@@ -120,6 +124,10 @@ std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const P
 // Markdown table of the rows, with the inputs they rest on (o: the node's CPUs or its GPUs).
 std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, const ProbeResult* probe,
                           const CommBandwidth& bw, const PlanOptions& o);
+
+// The prediction of a run recorded in its run file (predicted_* summary attributes; docs/hdf5-schema.md):
+// `row` for this run's strategy and world, `how` what it rests on (the probe, the bandwidth's source).
+void write_prediction(io::RunFileWriter& run, const PlanRow& row, bool cuda, const std::string& how);
 
 // The start-of-training check: ConfigError with the numbers when this rank's model state plus the
 // activation lower bound exceeds the memory available to each of the ranks sharing it: `available` bytes

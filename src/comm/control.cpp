@@ -1,12 +1,13 @@
-#include "lorabench/train/control.hpp"
+#include "lorabench/comm/control.hpp"
 
 #include <chrono>
 #include <thread>
 
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/mpi_session.hpp"
+#include "lorabench/core/strings.hpp"
 
-namespace lorabench::train {
+namespace lorabench::comm {
 
 namespace {
 double reduce(MPI_Comm comm, double x, MPI_Op op) {
@@ -59,13 +60,28 @@ std::vector<std::vector<double>> gatherv_to_root(MPI_Comm comm, const std::vecto
   return out;
 }
 
-std::string broadcast_string(MPI_Comm comm, const std::string& s) {
+std::string broadcast_string(MPI_Comm comm, const std::string& s, int root) {
   long long n = static_cast<long long>(s.size());
-  LB_MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, comm));
+  LB_MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm));
   std::string out = s;
   out.resize(static_cast<size_t>(n));
-  if (n > 0) LB_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, 0, comm));
+  if (n > 0) LB_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, root, comm));
   return out;
+}
+
+std::string read_on_root(MPI_Comm comm, const std::string& path) {
+  int rank = 0;
+  LB_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  std::string text, error;
+  if (rank == 0) {
+    try {
+      text = read_file(path);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  }
+  if (!broadcast_status(comm, error.empty(), error)) throw IoError(error);
+  return broadcast_string(comm, text);
 }
 
 void quiet_barrier(MPI_Comm comm) {
@@ -86,11 +102,7 @@ bool agree_status(MPI_Comm comm, bool ok, std::string& message) {
   int mine = ok ? size : rank, first = size;
   LB_MPI_CHECK(MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, comm));
   if (first == size) return true;
-  long long n = static_cast<long long>(message.size());
-  LB_MPI_CHECK(MPI_Bcast(&n, 1, MPI_LONG_LONG, first, comm));
-  std::string out = message;
-  out.resize(static_cast<size_t>(n));
-  if (n > 0) LB_MPI_CHECK(MPI_Bcast(out.data(), static_cast<int>(n), MPI_CHAR, first, comm));
+  const std::string out = broadcast_string(comm, message, first);
   message = first == 0 ? out : "rank " + std::to_string(first) + ": " + out;
   return false;
 }
@@ -136,4 +148,4 @@ void agreed_writes(MPI_Comm comm, const std::function<void()>& f) {
   agree_io(comm, error);
 }
 
-}  // namespace lorabench::train
+}  // namespace lorabench::comm

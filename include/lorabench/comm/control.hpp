@@ -1,6 +1,7 @@
-// The control plane: small host-side MPI collectives for metrics, flags and configuration (the data
-// plane, gradients and weights, goes through the Communicator, which may be NCCL on device memory).
-// Every function is collective over `comm`.
+// The control plane: small host-side MPI collectives for metrics, flags, configuration and agreement on
+// errors, used by every layer above comm and by the subcommands (the data plane, gradients and weights,
+// goes through the Communicator, which may be NCCL on device memory). Every function is collective over
+// `comm`.
 #pragma once
 
 #include <mpi.h>
@@ -10,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace lorabench::train {
+namespace lorabench::comm {
 
 double allreduce_sum(MPI_Comm comm, double x);
 double allreduce_max(MPI_Comm comm, double x);
@@ -23,8 +24,11 @@ std::vector<double> gather_to_root(MPI_Comm comm, const std::vector<double>& val
 // Rank 0 receives every rank's `values` (the counts may differ), one vector per rank in rank order;
 // others get {}.
 std::vector<std::vector<double>> gatherv_to_root(MPI_Comm comm, const std::vector<double>& values);
-// Rank 0's string on every rank.
-std::string broadcast_string(MPI_Comm comm, const std::string& s);
+// Rank `root`'s string on every rank.
+std::string broadcast_string(MPI_Comm comm, const std::string& s, int root = 0);
+// Rank 0 reads the file at `path` and every rank gets its text; when it cannot be read, every rank throws
+// IoError with rank 0's message (which names the path).
+std::string read_on_root(MPI_Comm comm, const std::string& path);
 
 // A barrier that sleeps instead of spinning (MPI_Ibarrier tested every millisecond): ranks that wait while
 // one rank measures something (the planner's probe) must not take the CPUs it measures on.
@@ -44,4 +48,4 @@ void agreed_writes(MPI_Comm comm, const std::function<void()>& f);
 // Every rank's string, in rank order, on every rank.
 std::vector<std::string> allgather_strings(MPI_Comm comm, const std::string& s);
 
-}  // namespace lorabench::train
+}  // namespace lorabench::comm
