@@ -77,12 +77,9 @@ int info(const std::string& path) {
   return 0;
 }
 
-int verify(const std::string& pa, const std::string& pb, double rtol) {
-  io::CheckpointContents a = io::read_checkpoint(pa, true), b = io::read_checkpoint(pb, true);
-  std::printf("A  %s (step %lld)\nB  %s (step %lld)\n", pa.c_str(), (long long)a.step, pb.c_str(), (long long)b.step);
+// Attributes, group by group (printed); returns the differences that count.
+int compare_attributes(const io::CheckpointContents& a, const io::CheckpointContents& b) {
   int differences = 0;
-
-  // Attributes, group by group.
   std::set<std::string> names;
   for (const auto& g : a.groups) names.insert(g.name);
   for (const auto& g : b.groups) names.insert(g.name);
@@ -107,8 +104,12 @@ int verify(const std::string& pa, const std::string& pb, double rtol) {
     }
     if (!attrs.empty()) std::printf("%-13s %d of %zu attributes equal\n", gname.c_str(), same, attrs.size());
   }
+  return differences;
+}
 
-  // Tensors, grouped by their parent path.
+// Tensors (printed, and summarised per parent path); returns the differences beyond rtol (< 0: any).
+int compare_tensors(const io::CheckpointContents& a, const io::CheckpointContents& b, double rtol) {
+  int differences = 0;
   std::map<std::string, const io::StoredTensor*> ta, tb;
   for (const auto& t : a.tensors) ta[t.path] = &t;
   for (const auto& t : b.tensors) tb[t.path] = &t;
@@ -160,6 +161,13 @@ int verify(const std::string& pa, const std::string& pb, double rtol) {
   for (const auto& [g, s] : per_group)
     std::printf("%-24s %4d tensors, %4d identical, max_abs %.3e, max_rel %.3e\n", g.c_str(), s.tensors, s.identical,
                 s.max_abs, s.max_rel);
+  return differences;
+}
+
+int verify(const std::string& pa, const std::string& pb, double rtol) {
+  const io::CheckpointContents a = io::read_checkpoint(pa, true), b = io::read_checkpoint(pb, true);
+  std::printf("A  %s (step %lld)\nB  %s (step %lld)\n", pa.c_str(), (long long)a.step, pb.c_str(), (long long)b.step);
+  const int differences = compare_attributes(a, b) + compare_tensors(a, b, rtol);
   std::printf("%s\n", differences == 0 ? (rtol >= 0 ? "verdict: equal (within rtol)" : "verdict: identical")
                                        : strformat("verdict: %d difference(s)", differences).c_str());
   return differences == 0 ? 0 : 1;

@@ -524,9 +524,6 @@ Check check_blas(const comm::Topology& t) {
   return c;
 }
 
-}  // namespace
-
-namespace {
 // Per-rank checks become one entry when every rank agrees, else one entry per group of ranks.
 std::vector<Check> merge_rank_checks(const std::vector<std::string>& per_rank_json) {
   std::vector<std::vector<Check>> per_rank;
@@ -558,9 +555,14 @@ std::vector<Check> merge_rank_checks(const std::vector<std::string>& per_rank_js
   }
   return out;
 }
-}  // namespace
 
-int doctor_main(MpiSession& mpi, int argc, char** argv) {
+struct DoctorArgs {
+  bool help = false, as_json = false, strict = false;
+  std::string dir;
+  double timeout_s = 30;
+};
+
+DoctorArgs parse_doctor_args(MpiSession& mpi, int argc, char** argv) {
   po::options_description desc("lorabench doctor [options]");
   desc.add_options()("help,h", "this text")("json", "print one JSON object instead of the report")(
       "output-dir", po::value<std::string>()->default_value("outputs"), "where run files go (checked for writing)")(
@@ -573,42 +575,48 @@ int doctor_main(MpiSession& mpi, int argc, char** argv) {
   } catch (const po::error& e) {
     throw ConfigError(std::string("doctor: ") + e.what() + " (lorabench doctor --help)");
   }
-  const int rank = mpi.rank(), n = mpi.size();
-  if (vm.count("help")) {
-    if (rank == 0) {
-      std::ostringstream ss;
-      ss << desc;
-      std::printf("Checks that this machine and job can run lorabench (docs/comm.md).\n\n%s\n", ss.str().c_str());
-    }
-    return 0;
+  DoctorArgs a;
+  a.help = vm.count("help") > 0;
+  if (a.help && mpi.rank() == 0) {
+    std::ostringstream ss;
+    ss << desc;
+    std::printf("Checks that this machine and job can run lorabench (docs/comm.md).\n\n%s\n", ss.str().c_str());
   }
-  const bool as_json = vm.count("json") > 0;
-  const std::string dir = vm["output-dir"].as<std::string>();
-  const double timeout_s = vm["timeout"].as<double>();
-  if (!(timeout_s > 0)) throw ConfigError("doctor: --timeout must be > 0");
-  MPI_Comm world = mpi.world();
+  a.as_json = vm.count("json") > 0;
+  a.strict = vm.count("strict") > 0;
+  a.dir = vm["output-dir"].as<std::string>();
+  a.timeout_s = vm["timeout"].as<double>();
+  if (!(a.timeout_s > 0)) throw ConfigError("doctor: --timeout must be > 0");
+  return a;
+}
 
+// Collective: every check; rank 0 gets them all (the per-rank checks merged), the others none.
+std::vector<Check> run_checks(MpiSession& mpi, const DoctorArgs& a) {
+  const int rank = mpi.rank(), n = mpi.size();
+  MPI_Comm world = mpi.world();
   // Collective checks, in dependency order (the rendezvous first: the rest needs every rank).
   std::vector<Check> checks;
   checks.push_back(check_mpi(mpi));
-  checks.push_back(check_rendezvous(world, rank, n, timeout_s));
+  checks.push_back(check_rendezvous(world, rank, n, a.timeout_s));
   const comm::Topology topo = comm::discover_topology(world, 0, device::cuda_visible_devices());
   checks.push_back(check_ranks(topo));
   Check out_dir;
-  if (rank == 0) out_dir = check_output_dir(dir);
+  if (rank == 0) out_dir = check_output_dir(a.dir);
   out_dir = from_json(json::parse(comm::broadcast_string(world, rank == 0 ? to_json(out_dir).dump() : "")));
   checks.push_back(out_dir);
-  checks.push_back(check_hdf5(dir, out_dir.status != Status::kFail, world, rank, n));
+  checks.push_back(check_hdf5(a.dir, out_dir.status != Status::kFail, world, rank, n));
   checks.push_back(check_gpu_collective(world, n));
-
   // Per-rank checks, merged on rank 0.
-  std::vector<Check> mine = {check_papi(), check_cuda(topo), check_libtorch(topo), check_blas(topo)};
-  json mine_json = json::array();
-  for (const auto& c : mine) mine_json.push_back(to_json(c));
-  std::vector<std::string> all = comm::allgather_strings(world, mine_json.dump());
-  if (rank != 0) return 0;  // rank 0 decides the exit code; mpirun reports the worst one
-
+  json mine = json::array();
+  for (const auto& c : {check_papi(), check_cuda(topo), check_libtorch(topo), check_blas(topo)}) mine.push_back(to_json(c));
+  const std::vector<std::string> all = comm::allgather_strings(world, mine.dump());
+  if (rank != 0) return {};
   for (auto& c : merge_rank_checks(all)) checks.push_back(c);
+  return checks;
+}
+
+// Rank 0: the report (text or JSON); returns the exit code (1 on a failure, or a warning with --strict).
+int report(const std::vector<Check>& checks, const DoctorArgs& a, int n) {
   Status worst = Status::kOk;
   int warnings = 0, failures = 0;
   for (const auto& c : checks) {
@@ -616,33 +624,43 @@ int doctor_main(MpiSession& mpi, int argc, char** argv) {
     warnings += c.status == Status::kWarn;
     failures += c.status == Status::kFail;
   }
-  const bool strict = vm.count("strict") > 0;
-  const int code = failures > 0 || (strict && warnings > 0) ? 1 : 0;
-  if (as_json) {
+  const int code = failures > 0 || (a.strict && warnings > 0) ? 1 : 0;
+  if (a.as_json) {
     json j = {{"lorabench_doctor", 1}, {"version", program_version()}, {"commit", git_commit()},
               {"libtorch_version", TORCH_VERSION}, {"ok", code == 0}, {"status", status_name(worst)}, {"world_size", n},
               {"failures", failures}, {"warnings", warnings}, {"checks", json::array()}};
     for (const auto& c : checks) j["checks"].push_back(to_json(c));
     std::printf("%s\n", j.dump(2).c_str());
-  } else {
-    std::printf("lorabench doctor (%d rank%s)\n", n, n == 1 ? "" : "s");
-    for (const auto& c : checks) {
-      std::string tag = c.status == Status::kOk ? "OK" : c.status == Status::kInfo ? "INFO"
-                                                        : c.status == Status::kWarn ? "WARN" : "FAIL";
-      std::string who = c.ranks.empty() ? "" : " [ranks " + c.ranks + "]";
-      std::printf("  %-5s %-11s %s%s\n", tag.c_str(), c.name.c_str(), c.message.c_str(), who.c_str());
-    }
-    if (failures > 0) {
-      std::printf("lorabench doctor: %d check%s FAILED, %d warning%s\n", failures, failures == 1 ? "" : "s", warnings,
-                  warnings == 1 ? "" : "s");
-    } else {
-      std::printf("lorabench doctor: ready%s\n",
-                  warnings ? strformat(" (%d warning%s%s)", warnings, warnings == 1 ? "" : "s",
-                                       strict ? ": --strict makes them fatal" : "")
-                                 .c_str()
-                           : "");
-    }
+    return code;
   }
+  std::printf("lorabench doctor (%d rank%s)\n", n, n == 1 ? "" : "s");
+  for (const auto& c : checks) {
+    std::string tag = c.status == Status::kOk ? "OK" : c.status == Status::kInfo ? "INFO"
+                                                      : c.status == Status::kWarn ? "WARN" : "FAIL";
+    std::string who = c.ranks.empty() ? "" : " [ranks " + c.ranks + "]";
+    std::printf("  %-5s %-11s %s%s\n", tag.c_str(), c.name.c_str(), c.message.c_str(), who.c_str());
+  }
+  if (failures > 0) {
+    std::printf("lorabench doctor: %d check%s FAILED, %d warning%s\n", failures, failures == 1 ? "" : "s", warnings,
+                warnings == 1 ? "" : "s");
+  } else {
+    std::printf("lorabench doctor: ready%s\n",
+                warnings ? strformat(" (%d warning%s%s)", warnings, warnings == 1 ? "" : "s",
+                                     a.strict ? ": --strict makes them fatal" : "")
+                               .c_str()
+                         : "");
+  }
+  return code;
+}
+
+}  // namespace
+
+int doctor_main(MpiSession& mpi, int argc, char** argv) {
+  const DoctorArgs args = parse_doctor_args(mpi, argc, argv);
+  if (args.help) return 0;
+  const std::vector<Check> checks = run_checks(mpi, args);
+  if (mpi.rank() != 0) return 0;  // rank 0 decides the exit code; mpirun reports the worst one
+  const int code = report(checks, args, mpi.size());
   std::fflush(stdout);
   return code;
 }
