@@ -89,7 +89,7 @@ int tokenize_main(MpiSession& mpi, int argc, char** argv) {
   if (mpi.size() != 1) throw ConfigError("tokenize runs on one rank (start it without mpirun/srun -n N)");
 
   std::string path = vm.count("tokenizer") ? vm["tokenizer"].as<std::string>()
-                                           : data::resolve_tokenizer_path(default_run_config());
+                                           : data::resolve_tokenizer_path("", "");
   data::Tokenizer tok = data::Tokenizer::from_file(path);
 
   std::ios::sync_with_stdio(false);

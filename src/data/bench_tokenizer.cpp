@@ -14,7 +14,6 @@
 #include <string>
 #include <vector>
 
-#include "lorabench/config/options.hpp"
 #include "lorabench/core/hash.hpp"
 #include "lorabench/core/strings.hpp"
 #include "lorabench/data/sft_source.hpp"
@@ -134,7 +133,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (tokenizer_path.empty()) tokenizer_path = lorabench::data::resolve_tokenizer_path(lorabench::default_run_config());
+    if (tokenizer_path.empty()) tokenizer_path = lorabench::data::resolve_tokenizer_path("", "");
     auto t0 = std::chrono::steady_clock::now();
     auto tok = lorabench::data::Tokenizer::from_file(tokenizer_path);
     double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

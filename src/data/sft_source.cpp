@@ -33,8 +33,8 @@ class SftSource final : public BatchSource {
  public:
   SftSource(const SftSpec& spec, std::shared_ptr<const Tokenizer> tok)
       : spec_(spec), tok_(std::move(tok)) {
-    LB_CHECK(spec.seq_len >= 2, "seq_len must be >= 2");
-    LB_CHECK(spec.micro_batch >= 1 && spec.grad_accum >= 1 && spec.world_size >= 1,
+    LB_CHECK(spec.geo.seq_len >= 2, "seq_len must be >= 2");
+    LB_CHECK(spec.geo.micro_batch >= 1 && spec.geo.grad_accum >= 1 && spec.geo.world_size >= 1,
              "micro_batch, grad_accum and world_size must be >= 1");
     pad_id_ = tok_->token_id("<|endoftext|>");
     if (pad_id_ < 0) throw IoError(tok_->origin() + ": no <|endoftext|> token to pad with");
@@ -58,7 +58,7 @@ class SftSource final : public BatchSource {
     }
     examples_ = int64_t(recs.records.size());
 
-    const size_t seq = size_t(spec.seq_len);
+    const size_t seq = size_t(spec.geo.seq_len);
     for (const auto& r : recs.records) {
       EncodedExample ex = encode_chat(*tok_, r.messages);
       total_tokens_ += int64_t(ex.ids.size());
@@ -81,27 +81,27 @@ class SftSource final : public BatchSource {
     }
     if (truncated_ > 0) {
       log::info(strformat("data: %lld of %lld examples are longer than seq_len %d and were truncated",
-                          static_cast<long long>(truncated_), static_cast<long long>(examples_), spec.seq_len));
+                          static_cast<long long>(truncated_), static_cast<long long>(examples_), spec.geo.seq_len));
     }
     if (no_loss_ > 0) {
       log::info(strformat("data: %lld examples have no trained token within seq_len %d (prompt too long)",
-                          static_cast<long long>(no_loss_), spec.seq_len));
+                          static_cast<long long>(no_loss_), spec.geo.seq_len));
     }
     sampler_ = std::make_unique<EpochSampler>(store_.size(), spec.shuffle, spec.seed);
   }
 
   Batch micro_batch(int64_t step, int micro, int rank) override {
-    LB_CHECK(step >= 0 && micro >= 0 && micro < spec_.grad_accum && rank >= 0 && rank < spec_.world_size,
+    LB_CHECK(step >= 0 && micro >= 0 && micro < spec_.geo.grad_accum && rank >= 0 && rank < spec_.geo.world_size,
              strformat("micro_batch(step %lld, micro %d, rank %d) outside grad_accum %d x world %d",
-                       static_cast<long long>(step), micro, rank, spec_.grad_accum, spec_.world_size));
+                       static_cast<long long>(step), micro, rank, spec_.geo.grad_accum, spec_.geo.world_size));
     Batch b;
-    b.batch = spec_.micro_batch;
-    b.seq = spec_.seq_len;
+    b.batch = spec_.geo.micro_batch;
+    b.seq = spec_.geo.seq_len;
     const size_t seq = size_t(b.seq);
     b.ids.assign(size_t(b.batch) * seq, pad_id_);
     b.labels.assign(size_t(b.batch) * seq, kIgnoreIndex);
     for (int row = 0; row < b.batch; ++row) {
-      int64_t g = global_sample_index(step, micro, rank, row, spec_.micro_batch, spec_.grad_accum, spec_.world_size);
+      int64_t g = global_sample_index(step, micro, rank, row, spec_.geo.micro_batch, spec_.geo.grad_accum, spec_.geo.world_size);
       b.sample_index.push_back(g);
       int64_t s = sampler_->sample(g);
       size_t begin = size_t(store_.begin[size_t(s)]);
@@ -121,7 +121,7 @@ class SftSource final : public BatchSource {
   std::string describe() const override {
     std::string s = strformat("sft %s %s: %lld examples -> %lld %s samples of seq %d, %lld tokens", sft_format_name(format_),
                               spec_.path.c_str(), static_cast<long long>(examples_),
-                              static_cast<long long>(store_.size()), spec_.pack ? "packed" : "padded", spec_.seq_len,
+                              static_cast<long long>(store_.size()), spec_.pack ? "packed" : "padded", spec_.geo.seq_len,
                               static_cast<long long>(kept_tokens_));
     if (truncated_ > 0) {
       s += strformat(" (%lld truncated examples, %lld tokens before truncation)", static_cast<long long>(truncated_),
@@ -163,29 +163,12 @@ std::unique_ptr<BatchSource> make_sft_source(const SftSpec& spec) {
   return make_sft_source(spec, std::move(tok));
 }
 
-SftSpec sft_spec_from_config(const RunConfig& cfg, int world_size) {
-  SftSpec s;
-  s.path = cfg.data.path;
-  s.format = parse_sft_format(cfg.data.format);
-  s.tokenizer_path = resolve_tokenizer_path(cfg);
-  s.seq_len = cfg.data.seq_len;
-  s.pack = cfg.data.pack;
-  s.shuffle = cfg.data.shuffle;
-  s.holdout_fraction = cfg.data.eval_fraction;
-  s.on_bad_record = parse_bad_record_policy(cfg.data.on_bad_record);
-  s.seed = cfg.run.seed;
-  s.micro_batch = cfg.train.micro_batch;
-  s.grad_accum = cfg.train.grad_accum;
-  s.world_size = world_size;
-  return s;
-}
-
 const char* default_tokenizer_path() { return LORABENCH_DEFAULT_TOKENIZER; }
 
-std::string resolve_tokenizer_path(const RunConfig& cfg) {
-  if (!cfg.data.tokenizer.empty()) return cfg.data.tokenizer;
-  if (!cfg.model.path.empty()) {
-    std::string dir = cfg.model.path;
+std::string resolve_tokenizer_path(const std::string& data_tokenizer, const std::string& model_path) {
+  if (!data_tokenizer.empty()) return data_tokenizer;
+  if (!model_path.empty()) {
+    std::string dir = model_path;
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
     return dir + "/tokenizer.json";
   }

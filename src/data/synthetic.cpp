@@ -10,16 +10,16 @@ namespace {
 class SyntheticSource final : public BatchSource {
  public:
   explicit SyntheticSource(const SyntheticSpec& s) : s_(s) {
-    LB_CHECK(s.vocab_size > 1 && s.seq_len > 1, "synthetic data needs vocab > 1 and seq_len > 1");
+    LB_CHECK(s.vocab_size > 1 && s.geo.seq_len > 1, "synthetic data needs vocab > 1 and seq_len > 1");
   }
 
   Batch micro_batch(int64_t step, int micro, int rank) override {
     Batch b;
-    b.batch = s_.micro_batch;
-    b.seq = s_.seq_len;
+    b.batch = s_.geo.micro_batch;
+    b.seq = s_.geo.seq_len;
     b.ids.resize(size_t(b.batch) * b.seq);
     for (int row = 0; row < b.batch; ++row) {
-      int64_t g = global_sample_index(step, micro, rank, row, s_.micro_batch, s_.grad_accum, s_.world_size);
+      int64_t g = global_sample_index(step, micro, rank, row, s_.geo.micro_batch, s_.geo.grad_accum, s_.geo.world_size);
       b.sample_index.push_back(g);
       uint64_t key = splitmix64(s_.seed ^ splitmix64(static_cast<uint64_t>(g) + 0x5851F42D4C957F2Dull));
       for (int t = 0; t < b.seq; ++t) {
@@ -34,7 +34,7 @@ class SyntheticSource final : public BatchSource {
   }
 
   std::string describe() const override {
-    return strformat("synthetic uniform tokens (vocab %d, seq %d, seed %llu)", s_.vocab_size, s_.seq_len,
+    return strformat("synthetic uniform tokens (vocab %d, seq %d, seed %llu)", s_.vocab_size, s_.geo.seq_len,
                      static_cast<unsigned long long>(s_.seed));
   }
   int64_t epoch_size() const override { return 0; }

@@ -1,5 +1,7 @@
 #include "lorabench/train/checkpoint.hpp"
 
+#include "lorabench/train/run_specs.hpp"
+
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -200,7 +202,7 @@ Fingerprint training_fingerprint(const RunConfig& c, int world_size) {
   f.emplace_back("data.format", c.data.format);
   if (c.data.format != "synthetic") {
     f.emplace_back("data.content", file_digest(c.data.path));
-    f.emplace_back("data.tokenizer", file_digest(data::resolve_tokenizer_path(c)));
+    f.emplace_back("data.tokenizer", file_digest(tokenizer_path_of(c)));
     f.emplace_back("data.pack", c.data.pack ? "true" : "false");
     f.emplace_back("data.shuffle", c.data.shuffle ? "true" : "false");
     f.emplace_back("data.on_bad_record", c.data.on_bad_record);
@@ -208,8 +210,7 @@ Fingerprint training_fingerprint(const RunConfig& c, int world_size) {
   }
   f.emplace_back("data.seq_len", std::to_string(c.data.seq_len));
   f.emplace_back("run.seed", std::to_string(c.run.seed));
-  f.emplace_back("train.global_batch",
-                 std::to_string(int64_t(c.train.micro_batch) * c.train.grad_accum * world_size));
+  f.emplace_back("train.global_batch", std::to_string(batch_geometry_of(c, world_size).global_batch()));
   return f;
 }
 
@@ -515,7 +516,8 @@ void Checkpointer::after_step(strategy::TrainingStrategy& s, int64_t steps_done,
 std::vector<io::AttrGroup> Checkpointer::groups(int64_t steps_done, int64_t optimizer_step,
                                                 int64_t tokens_seen) const {
   using io::AttrValue;
-  const int64_t G = int64_t(c_.train.micro_batch) * c_.train.grad_accum * world_size_;
+  const data::BatchGeometry geo = batch_geometry_of(c_, world_size_);
+  const int64_t G = geo.global_batch();
   const int64_t next_sample = steps_done * G;
   const int64_t epoch_size = source_.epoch_size();
   data::SampleCursor cur = epoch_size > 0 ? data::sample_cursor(next_sample, epoch_size)
@@ -550,9 +552,9 @@ std::vector<io::AttrGroup> Checkpointer::groups(int64_t steps_done, int64_t opti
                 {"position", cur.position},
                 {"epoch_size", epoch_size},
                 {"global_batch", G},
-                {"micro_batch", int64_t(c_.train.micro_batch)},
-                {"grad_accum", int64_t(c_.train.grad_accum)},
-                {"world_size", int64_t(world_size_)},
+                {"micro_batch", int64_t(geo.micro_batch)},
+                {"grad_accum", int64_t(geo.grad_accum)},
+                {"world_size", int64_t(geo.world_size)},
                 {"source", source_.describe()}}});
   g.push_back({"rng",
                {{"kind", std::string("counter-based")},

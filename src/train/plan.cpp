@@ -23,6 +23,7 @@
 #include "lorabench/model/layout.hpp"
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/comm/control.hpp"
+#include "lorabench/train/run_specs.hpp"
 #include "lorabench/train/step_runner.hpp"
 
 namespace lorabench::train {
@@ -38,12 +39,6 @@ constexpr int64_t kProbeTokensGpu = 65536;
 // Timed steps per probed model: at least 5, and more until this many seconds were measured (at most 40).
 constexpr double kProbeSeconds = 1.0;
 constexpr int64_t kProbeMaxSteps = 40;
-
-model::LoraSpec lora_of(const RunConfig& c) {
-  return model::make_lora_spec(c.lora.enabled, c.lora.r, c.lora.alpha, c.lora.dropout, c.lora.rslora, c.lora.targets);
-}
-
-at::ScalarType dtype_of(const RunConfig& c) { return c.model.dtype == "bf16" ? at::kBFloat16 : at::kFloat; }
 
 struct OneProbe {
   int64_t activations = 0;  // peak tensor bytes of a step above the state held between steps
@@ -66,7 +61,7 @@ double median(std::vector<double> v) {
 OneProbe probe_layers(const RunConfig& c, device::Device& dev, int layers, int micro_batch, int seq, bool timed) {
   model::ModelShape shape = model_shape_of(c);
   shape.layers = layers;
-  const model::ModelLayout layout = model::build_layout(shape, lora_of(c));
+  const model::ModelLayout layout = model::build_layout(shape, lora_spec_of(c));
   strategy::StrategySpec spec = strategy_spec_of(c);
   spec.name = "single";
   spec.grad_accum = 1;
@@ -79,8 +74,7 @@ OneProbe probe_layers(const RunConfig& c, device::Device& dev, int layers, int m
   data::SyntheticSpec ss;
   ss.seed = c.run.seed;
   ss.vocab_size = static_cast<int>(shape.vocab_size);
-  ss.seq_len = seq;
-  ss.micro_batch = micro_batch;
+  ss.geo = data::BatchGeometry{micro_batch, 1, 1, seq};
   auto source = data::make_synthetic_source(ss);
   StepConfig sc = step_config_of(c);
   sc.grad_accum = 1;
@@ -256,8 +250,9 @@ CommBandwidth bandwidth_from_file(const std::string& path) {
 ProbeResult probe_model(const RunConfig& c, device::Device& dev) {
   const model::ModelShape shape = model_shape_of(c);
   const int L = static_cast<int>(shape.layers);
-  const int B = c.train.micro_batch;
-  const int64_t T = c.data.seq_len;
+  const data::BatchGeometry geo = batch_geometry_of(c, 1);
+  const int B = geo.micro_batch;
+  const int64_t T = geo.seq_len;
   const int64_t cap = dev.is_cuda() ? kProbeTokensGpu : kProbeTokens;
   int Bp = static_cast<int>(std::min<int64_t>(B, cap / 2));
   int64_t Tp = std::min<int64_t>(T, std::max<int64_t>(2, cap / Bp));
@@ -307,8 +302,8 @@ ProbeResult probe_model(const RunConfig& c, device::Device& dev) {
 
 int64_t activation_lower_bound(const RunConfig& c) {
   const model::ModelShape s = model_shape_of(c);
-  const model::LoraSpec lora = lora_of(c);
-  const int64_t N = int64_t(c.train.micro_batch) * c.data.seq_len;
+  const model::LoraSpec lora = lora_spec_of(c);
+  const int64_t N = batch_geometry_of(c, 1).micro_batch_tokens();
   const int64_t ds = at::elementSize(dtype_of(c));
   const int64_t D = s.hidden, I = s.intermediate, H = s.heads, K = s.kv_heads, d = s.head_dim;
   int64_t lora_cols = 0;
@@ -325,10 +320,11 @@ int64_t activation_lower_bound(const RunConfig& c) {
 std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const ProbeResult* probe,
                                const CommBandwidth& bw) {
   const model::ModelShape shape = model_shape_of(c);
-  const model::ModelLayout layout = model::build_layout(shape, lora_of(c));
+  const model::ModelLayout layout = model::build_layout(shape, lora_spec_of(c));
   const at::ScalarType dtype = dtype_of(c);
   const int64_t ds = at::elementSize(dtype);
-  const int64_t N = int64_t(c.train.micro_batch) * c.data.seq_len, D = shape.hidden;
+  const data::BatchGeometry geo = batch_geometry_of(c, 1);  // per rank: the world varies by row
+  const int64_t N = geo.micro_batch_tokens(), D = shape.hidden;
   const int64_t pt = layout.trainable_params();
   // The largest decoder layer unit (FSDP gathers one at a time, plus one prefetched).
   int64_t layer_c = 0, layer_t = 0;
@@ -341,7 +337,7 @@ std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const P
   const int64_t avail_node = o.gpu ? o.gpu_available : sys::memory_available_bytes();
   const int gpus = std::max(1, o.gpus_per_node);
   const int cpus = o.node_cpus > 0 ? o.node_cpus : sys::usable_cpus();
-  const int accum = c.train.grad_accum;
+  const int accum = geo.grad_accum;
 
   std::vector<PlanRow> rows;
   for (int w : o.worlds) {
@@ -441,14 +437,15 @@ std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const P
 std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, const ProbeResult* probe,
                           const CommBandwidth& bw, const PlanOptions& po) {
   const model::ModelShape shape = model_shape_of(c);
+  const data::BatchGeometry geo = batch_geometry_of(c, 1);
   const std::string where =
       !po.gpu          ? strformat("%d thread%s per rank", c.parallel.threads_per_rank, c.parallel.threads_per_rank == 1 ? "" : "s")
       : po.share_gpus ? std::string("ranks sharing GPUs (parallel.backend = mpi)")
                       : std::string("one GPU per rank");
   std::string o = strformat("# lorabench plan: %s, %s, LoRA %s, micro-batch %d x seq %d, grad_accum %d, %s\n\n",
                             shape.name.c_str(), c.model.dtype.c_str(),
-                            c.lora.enabled ? ("r" + std::to_string(c.lora.r)).c_str() : "off", c.train.micro_batch,
-                            c.data.seq_len, c.train.grad_accum, where.c_str());
+                            c.lora.enabled ? ("r" + std::to_string(c.lora.r)).c_str() : "off", geo.micro_batch,
+                            geo.seq_len, geo.grad_accum, where.c_str());
   o += strformat("| strategy | ranks | ranks/node | model state / rank | formula | activations + workspace | "
                  "strategy buffers | tensor peak / rank | %s | fits | step (s) | compute (s) | comm (s) | tokens/s |\n",
                  po.gpu ? "reserved / rank | GPU memory / rank" : "RSS / rank | available / rank");
@@ -505,10 +502,11 @@ std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, 
 void check_fits_or_throw(const RunConfig& c, int world, int ranks_sharing, int64_t available, const std::string& where) {
   if (available < 0) return;
   const model::ModelShape shape = model_shape_of(c);
-  const model::ModelLayout layout = model::build_layout(shape, lora_of(c));
+  const model::ModelLayout layout = model::build_layout(shape, lora_spec_of(c));
   const strategy::MemoryPrediction ms = strategy::predict_model_state(c.parallel.strategy, layout, dtype_of(c), world);
   const int64_t act = activation_lower_bound(c);
   const int64_t need = ms.total() + act;
+  const data::BatchGeometry geo = batch_geometry_of(c, world);
   const int64_t per_rank = available / std::max(1, ranks_sharing);
   if (need <= per_rank) return;
   throw ConfigError(strformat(
@@ -517,7 +515,7 @@ void check_fits_or_throw(const RunConfig& c, int world, int ranks_sharing, int64
       "train.micro_batch, set model.activation_checkpointing = true, shard with parallel.strategy = fsdp, or use "
       "more nodes; `lorabench plan` predicts each option.",
       format_bytes(double(need)).c_str(), format_bytes(double(ms.total())).c_str(), ms.formula.c_str(),
-      c.train.micro_batch, c.data.seq_len, format_bytes(double(act)).c_str(), where.c_str(),
+      geo.micro_batch, geo.seq_len, format_bytes(double(act)).c_str(), where.c_str(),
       format_bytes(double(available)).c_str(), ranks_sharing, ranks_sharing == 1 ? "" : "s",
       format_bytes(double(per_rank)).c_str()));
 }

@@ -33,6 +33,7 @@
 #include "lorabench/model/step.hpp"
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/train/checkpoint.hpp"
+#include "lorabench/train/run_specs.hpp"
 #include "lorabench/comm/control.hpp"
 #include "lorabench/train/state_check.hpp"
 #include "lorabench/optim/schedule.hpp"
@@ -55,7 +56,7 @@ struct Setup {
   // The held-out set (train.eval_every): one micro-batch per rank per evaluation step, in file order.
   std::unique_ptr<data::BatchSource> eval_source;
   int64_t eval_samples = 0;
-  BatchGeometry geo;
+  data::BatchGeometry geo;
   double flops_per_token = 0;
   metrics::PeakFlops peak;
   strategy::StrategySpec spec;
@@ -63,68 +64,6 @@ struct Setup {
 };
 
 }  // namespace
-
-model::ModelShape model_shape_of(const RunConfig& c) {
-  if (c.model.path.empty()) return model::preset_shape(c.model.preset);
-  return model::load_hf_config((fs::path(c.model.path) / "config.json").string());
-}
-
-metrics::TransformerShape flops_shape(const model::ModelShape& s) {
-  metrics::TransformerShape t;
-  t.layers = s.layers;
-  t.hidden = s.hidden;
-  t.intermediate = s.intermediate;
-  t.heads = s.heads;
-  t.kv_heads = s.kv_heads;
-  t.head_dim = s.head_dim;
-  t.vocab = s.vocab_size;
-  t.tied_embeddings = s.tie_embeddings;
-  return t;
-}
-
-strategy::StrategySpec strategy_spec_of(const RunConfig& c) {
-  strategy::StrategySpec sp;
-  sp.name = c.parallel.strategy;
-  sp.bucket_mb = c.parallel.bucket_mb;
-  sp.grad_accum = c.train.grad_accum;
-  sp.reshard_after_forward = c.parallel.reshard_after_forward;
-  sp.prefetch = c.parallel.prefetch;
-  sp.prefetch_within_peak = c.parallel.prefetch_within_peak;
-  // auto: DDP and ZeRO-1 communicate on the last micro-step only (local accumulation); ZeRO-2 and FSDP
-  // reduce every micro-step, which is what lets them drop full-size gradients between micro-steps.
-  const std::string& gs = c.parallel.grad_sync;
-  sp.sync_every_micro =
-      gs == "every" || (gs == "auto" && (c.parallel.strategy == "zero2" || c.parallel.strategy == "fsdp"));
-  return sp;
-}
-
-optim::ScheduleSpec schedule_of(const RunConfig& c) {
-  optim::ScheduleSpec s;
-  s.kind = c.train.schedule;
-  s.lr = c.train.lr;
-  s.min_lr = c.train.min_lr;
-  s.warmup_steps = c.train.warmup_steps;
-  s.total_steps = c.run.steps;
-  return s;
-}
-
-StepConfig step_config_of(const RunConfig& c) {
-  StepConfig sc;
-  sc.grad_accum = c.train.grad_accum;
-  sc.seed = c.run.seed;
-  sc.lora_dropout = c.lora.enabled && c.lora.dropout > 0;
-  sc.max_grad_norm = c.train.max_grad_norm;
-  sc.adamw.beta1 = c.train.beta1;
-  sc.adamw.beta2 = c.train.beta2;
-  sc.adamw.eps = c.train.eps;
-  sc.adamw.weight_decay = c.train.weight_decay;
-  sc.schedule = schedule_of(c);
-  sc.options.activation_checkpointing = c.model.activation_checkpointing;
-  if (!c.model.fused_head) sc.options.head_chunk = 0;
-  sc.nan_at_step = c.fault.nan_at_step;
-  sc.data_delay_s = c.fault.data_delay_ms / 1000.0;
-  return sc;
-}
 
 namespace {
 
@@ -151,31 +90,23 @@ Setup make_setup(const TrainEnv& env) {
   const int world = env.topo->world_size;
   Setup s;
   model::ModelShape shape = model_shape_of(c);
-  model::LoraSpec lora =
-      model::make_lora_spec(c.lora.enabled, c.lora.r, c.lora.alpha, c.lora.dropout, c.lora.rslora, c.lora.targets);
-  s.layout = model::build_layout(shape, lora);
-  s.dtype = c.model.dtype == "bf16" ? at::kBFloat16 : at::kFloat;
+  s.layout = model::build_layout(shape, lora_spec_of(c));
+  s.dtype = dtype_of(c);
   if (!c.model.path.empty()) s.snapshot = std::make_unique<model::Snapshot>(c.model.path);
   if (s.snapshot) model::check_snapshot_complete(*s.snapshot, s.layout);
 
-  s.geo = BatchGeometry{c.train.micro_batch, c.train.grad_accum, world, c.data.seq_len};
+  s.geo = batch_geometry_of(c, world);
   if (c.data.format == "synthetic") {
-    data::SyntheticSpec ss;
-    ss.seed = c.run.seed;
-    ss.vocab_size = static_cast<int>(shape.vocab_size);
-    ss.seq_len = c.data.seq_len;
-    ss.micro_batch = c.train.micro_batch;
-    ss.grad_accum = c.train.grad_accum;
-    ss.world_size = world;
+    data::SyntheticSpec ss = synthetic_spec_of(c, static_cast<int>(shape.vocab_size), world);
     s.source = data::make_synthetic_source(ss);
     if (c.train.eval_every > 0) {
       ss.seed = splitmix64(c.run.seed ^ 0x65766131ull);  // a stream the training never draws from
-      ss.grad_accum = 1;
+      ss.geo.grad_accum = 1;
       s.eval_source = data::make_synthetic_source(ss);
       s.eval_samples = c.data.eval_samples;
     }
   } else {
-    data::SftSpec spec = data::sft_spec_from_config(c, world);
+    data::SftSpec spec = sft_spec_of(c, world);
     auto tok = std::make_shared<const data::Tokenizer>(data::Tokenizer::from_file(spec.tokenizer_path));
     if (tok->vocab_size() > shape.vocab_size)
       throw ConfigError("data.tokenizer: " + spec.tokenizer_path + " has " + std::to_string(tok->vocab_size()) +
@@ -185,7 +116,7 @@ Setup make_setup(const TrainEnv& env) {
     if (c.train.eval_every > 0) {
       data::SftSpec es = spec;
       es.shuffle = false;
-      es.grad_accum = 1;
+      es.geo.grad_accum = 1;
       if (c.data.eval_path.empty()) {
         es.held_out_part = true;
       } else {
@@ -201,7 +132,7 @@ Setup make_setup(const TrainEnv& env) {
   }
 
   metrics::LoraSpec ml = metrics::LoraSpec::from_names(c.lora.enabled, c.lora.r, c.lora.targets);
-  s.flops_per_token = double(metrics::training_flops_per_token(flops_shape(shape), ml, c.data.seq_len).total());
+  s.flops_per_token = double(metrics::training_flops_per_token(flops_shape(shape), ml, s.geo.seq_len).total());
   if (c.profile.peak_gflops > 0) {
     s.peak.flops_per_s = c.profile.peak_gflops * 1e9;
     s.peak.source = "configured";
@@ -523,7 +454,7 @@ class Trainer {
                                 row[schema::kStepS], row[schema::kMfu], int64_t(row[schema::kMemPeak]), eta));
       }
       if (s_.eval_source && ((step + 1) % c_.train.eval_every == 0 || step + 1 == steps)) {
-        const EvalResult e = evaluate(s_.layout, *strat, *s_.eval_source, s_.eval_samples, c_.train.micro_batch,
+        const EvalResult e = evaluate(s_.layout, *strat, *s_.eval_source, s_.eval_samples, s_.geo.micro_batch,
                                       s_.step.options, env_.world);
         log::info(strformat("eval  after step %lld: loss %.4f  perplexity %.3f  (%lld samples, %lld tokens, %.2f s)",
                             (long long)(step + 1), e.loss, std::exp(e.loss), (long long)e.samples,
@@ -773,10 +704,10 @@ void Trainer::write_summary(io::RunFileWriter& run) {
   const auto& L = s_.layout;
   run.write_summary("strategy", c_.parallel.strategy);
   run.write_summary("world_size", double(world_));
-  run.write_summary("micro_batch", double(c_.train.micro_batch));
-  run.write_summary("grad_accum", double(c_.train.grad_accum));
+  run.write_summary("micro_batch", double(s_.geo.micro_batch));
+  run.write_summary("grad_accum", double(s_.geo.grad_accum));
   run.write_summary("global_batch_size", double(s_.geo.global_batch()));
-  run.write_summary("seq_len", double(c_.data.seq_len));
+  run.write_summary("seq_len", double(s_.geo.seq_len));
   run.write_summary("dtype", c_.model.dtype);
   run.write_summary("model", L.shape.name);
   run.write_summary("total_params", double(L.total_params()));

@@ -20,8 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   spec.on_bad_record = (mode & 4) ? BadRecordPolicy::kSkip : BadRecordPolicy::kError;
   spec.pack = (mode & 8) != 0;
   spec.shuffle = (mode & 16) != 0;
-  spec.seq_len = (mode & 32) ? 2 : 24;
-  spec.micro_batch = 2;
+  spec.geo.seq_len = (mode & 32) ? 2 : 24;
+  spec.geo.micro_batch = 2;
   spec.holdout_fraction = (mode & 64) ? 0.3 : 0;
   spec.held_out_part = (mode & 128) != 0;
   lbfuzz::expect_clean(path, [&] {
@@ -31,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int64_t step : {0, 1}) {
       const Batch b = source->micro_batch(step, 0, 0);
       const size_t cells = static_cast<size_t>(b.batch) * static_cast<size_t>(b.seq);
-      if (b.batch != spec.micro_batch || b.seq != spec.seq_len || b.ids.size() != cells || b.labels.size() != cells)
+      if (b.batch != spec.geo.micro_batch || b.seq != spec.geo.seq_len || b.ids.size() != cells || b.labels.size() != cells)
         lbfuzz::finding("micro-batch of the wrong shape");
       for (int64_t id : b.ids)
         if (id < 0 || id >= lbfuzz::tiny_tokenizer()->vocab_size()) lbfuzz::finding("token id outside the vocabulary");

@@ -49,7 +49,7 @@ Trained train_single(device::Device& dev, at::ScalarType dtype, int steps) {
   spec.name = "single";
   auto s = strategy::TrainingStrategy::create(spec, layout, dtype, nullptr, &dev);
   s->initialize(strategy::InitSource{7, nullptr});
-  data::SyntheticSpec ds{31, 1000, 32, 2, 1, 1};
+  data::SyntheticSpec ds{31, 1000, {2, 1, 1, 32}};
   auto source = data::make_synthetic_source(ds);
   train::StepConfig sc;
   sc.seed = 3;

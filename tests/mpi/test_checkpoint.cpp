@@ -143,10 +143,10 @@ Trajectory run_job(const Job& j, int64_t last_step, const std::string& run_dir, 
   data::SyntheticSpec ds;
   ds.seed = cfg.run.seed;
   ds.vocab_size = 1000;
-  ds.seq_len = 16;
-  ds.micro_batch = j.micro_batch;
-  ds.grad_accum = j.accum;
-  ds.world_size = j.world();
+  ds.geo.seq_len = 16;
+  ds.geo.micro_batch = j.micro_batch;
+  ds.geo.grad_accum = j.accum;
+  ds.geo.world_size = j.world();
   auto source = data::make_synthetic_source(ds);
   train::StepConfig sc;
   sc.grad_accum = j.accum;

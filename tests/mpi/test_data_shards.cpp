@@ -40,11 +40,11 @@ TEST(DataShards, RanksReadDisjointShardsOfTheSameGlobalBatch) {
   const int micro_batch = 2, accum = 2, steps = 40;  // 40 x 2 x 2 x world samples: past one epoch
   SftSpec spec;
   spec.path = std::string(LORABENCH_SOURCE_DIR) + "/inputs/data/sft_toy.jsonl";
-  spec.seq_len = 80;
+  spec.geo.seq_len = 80;
   spec.seed = 3;
-  spec.micro_batch = micro_batch;
-  spec.grad_accum = accum;
-  spec.world_size = world;
+  spec.geo.micro_batch = micro_batch;
+  spec.geo.grad_accum = accum;
+  spec.geo.world_size = world;
   auto src = make_sft_source(spec, tok);
 
   std::vector<int64_t> mine;  // (sample index, hash) pairs
@@ -71,11 +71,11 @@ TEST(DataShards, RanksReadDisjointShardsOfTheSameGlobalBatch) {
 
   // The one-rank reference with the same global batch.
   SftSpec one = spec;
-  one.world_size = 1;
-  one.grad_accum = accum * world;
+  one.geo.world_size = 1;
+  one.geo.grad_accum = accum * world;
   auto ref = make_sft_source(one, tok);
   for (int64_t s = 0; s < steps; ++s) {
-    for (int m = 0; m < one.grad_accum; ++m) {
+    for (int m = 0; m < one.geo.grad_accum; ++m) {
       Batch b = ref->micro_batch(s, m, 0);
       for (int r = 0; r < b.batch; ++r) {
         EXPECT_EQ(by_index.at(b.sample_index[size_t(r)]), static_cast<int64_t>(row_hash(b, r)))

@@ -85,10 +85,10 @@ Outcome train_fsdp(bool prefetch, bool within_peak, int64_t extra_peak_on_rank1 
   data::SyntheticSpec ds;
   ds.seed = 11;
   ds.vocab_size = 1000;
-  ds.seq_len = 64;
-  ds.micro_batch = 1;
-  ds.grad_accum = 1;
-  ds.world_size = comm->size();
+  ds.geo.seq_len = 64;
+  ds.geo.micro_batch = 1;
+  ds.geo.grad_accum = 1;
+  ds.geo.world_size = comm->size();
   auto source = data::make_synthetic_source(ds);
   train::StepConfig sc;
   sc.grad_accum = 1;

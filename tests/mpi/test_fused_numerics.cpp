@@ -23,7 +23,7 @@ std::vector<double> losses(at::ScalarType dtype, int64_t head_chunk) {
   spec.name = "single";
   auto s = strategy::TrainingStrategy::create(spec, layout, dtype, nullptr);
   s->initialize(strategy::InitSource{11, nullptr});
-  data::SyntheticSpec ds{21, int(shape.vocab_size), 64, 2, 1, 1};
+  data::SyntheticSpec ds{21, int(shape.vocab_size), {2, 1, 1, 64}};
   auto source = data::make_synthetic_source(ds);
   train::StepConfig sc;
   sc.schedule.lr = 2e-3;

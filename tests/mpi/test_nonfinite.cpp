@@ -23,7 +23,7 @@ TEST(NonFinite, EveryRankStopsInTheSameStepWithoutAnUpdate) {
     spec.name = name;
     auto s = strategy::TrainingStrategy::create(spec, layout, at::kFloat, comm.get());
     s->initialize(strategy::InitSource{3, nullptr});
-    data::SyntheticSpec ds{7, 500, 12, 1, 1, world};
+    data::SyntheticSpec ds{7, 500, {1, 1, world, 12}};
     auto source = data::make_synthetic_source(ds);
     train::StepConfig sc;
     sc.schedule.lr = 1e-2;

@@ -112,10 +112,10 @@ Trajectory train(const Case& c, int world, int micro_batch, int accum, MPI_Comm 
   data::SyntheticSpec ds;
   ds.seed = 99;
   ds.vocab_size = 1000;
-  ds.seq_len = 16;
-  ds.micro_batch = micro_batch;
-  ds.grad_accum = accum;
-  ds.world_size = world;
+  ds.geo.seq_len = 16;
+  ds.geo.micro_batch = micro_batch;
+  ds.geo.grad_accum = accum;
+  ds.geo.world_size = world;
   auto source = data::make_synthetic_source(ds);
   train::StepConfig sc;
   sc.grad_accum = accum;

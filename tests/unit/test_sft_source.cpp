@@ -41,11 +41,8 @@ const char* kThree =
 SftSpec spec_for(const std::string& path, int seq_len, int micro_batch = 1, int grad_accum = 1, int world = 1) {
   SftSpec s;
   s.path = path;
-  s.seq_len = seq_len;
   s.shuffle = false;
-  s.micro_batch = micro_batch;
-  s.grad_accum = grad_accum;
-  s.world_size = world;
+  s.geo = lorabench::data::BatchGeometry{micro_batch, grad_accum, world, seq_len};
   return s;
 }
 
@@ -292,19 +289,17 @@ TEST(SftSource, RejectsOutOfRangeMicroBatchCoordinates) {
 }
 
 TEST(SftSource, TokenizerPathResolution) {
-  RunConfig c = lorabench::default_run_config();
+  using lorabench::data::resolve_tokenizer_path;
   const char* old = std::getenv("LORABENCH_DATA_DIR");
   std::string saved = old ? old : "";
   unsetenv("LORABENCH_DATA_DIR");
-  EXPECT_EQ(lorabench::data::resolve_tokenizer_path(c), lorabench::data::default_tokenizer_path());
+  EXPECT_EQ(resolve_tokenizer_path("", ""), lorabench::data::default_tokenizer_path());
   EXPECT_EQ(std::string(lorabench::data::default_tokenizer_path()),
             std::string(LORABENCH_SOURCE_DIR) + "/third_party/qwen2.5/tokenizer.json");
   setenv("LORABENCH_DATA_DIR", "/data/shared/", 1);
-  EXPECT_EQ(lorabench::data::resolve_tokenizer_path(c), "/data/shared/qwen2.5/tokenizer.json");
-  c.model.path = "/models/Qwen2.5-0.5B-Instruct/";
-  EXPECT_EQ(lorabench::data::resolve_tokenizer_path(c), "/models/Qwen2.5-0.5B-Instruct/tokenizer.json");
-  c.data.tokenizer = "my/tokenizer.json";
-  EXPECT_EQ(lorabench::data::resolve_tokenizer_path(c), "my/tokenizer.json");
+  EXPECT_EQ(resolve_tokenizer_path("", ""), "/data/shared/qwen2.5/tokenizer.json");
+  EXPECT_EQ(resolve_tokenizer_path("", "/models/Qwen2.5-0.5B-Instruct/"), "/models/Qwen2.5-0.5B-Instruct/tokenizer.json");
+  EXPECT_EQ(resolve_tokenizer_path("my/tokenizer.json", "/models/Qwen2.5-0.5B-Instruct/"), "my/tokenizer.json");
   if (old) setenv("LORABENCH_DATA_DIR", saved.c_str(), 1);
   else unsetenv("LORABENCH_DATA_DIR");
 
@@ -319,25 +314,3 @@ TEST(SftSource, TokenizerPathResolution) {
   }
 }
 
-TEST(SftSource, SpecFromConfig) {
-  RunConfig c = lorabench::default_run_config();
-  c.data.format = "chat";
-  c.data.path = "x.jsonl";
-  c.data.seq_len = 99;
-  c.data.pack = true;
-  c.data.on_bad_record = "skip";
-  c.run.seed = 42;
-  c.train.micro_batch = 3;
-  c.train.grad_accum = 5;
-  SftSpec s = lorabench::data::sft_spec_from_config(c, 4);
-  EXPECT_EQ(s.format, lorabench::data::SftFormat::kChat);
-  EXPECT_EQ(s.path, "x.jsonl");
-  EXPECT_EQ(s.seq_len, 99);
-  EXPECT_TRUE(s.pack);
-  EXPECT_EQ(s.on_bad_record, lorabench::data::BadRecordPolicy::kSkip);
-  EXPECT_EQ(s.seed, 42u);
-  EXPECT_EQ(s.micro_batch, 3);
-  EXPECT_EQ(s.grad_accum, 5);
-  EXPECT_EQ(s.world_size, 4);
-  EXPECT_EQ(s.tokenizer_path, lorabench::data::resolve_tokenizer_path(c));
-}

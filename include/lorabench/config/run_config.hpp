@@ -137,15 +137,4 @@ struct RunConfig {
   std::map<std::string, std::string> origin;
 };
 
-// Values derived from a RunConfig and the world size, in one place so the trainer, the run file and
-// the report agree on them.
-struct BatchGeometry {
-  int micro_batch = 0;
-  int grad_accum = 0;
-  int world_size = 0;
-  int seq_len = 0;
-  int64_t global_batch() const { return int64_t(micro_batch) * grad_accum * world_size; }
-  int64_t tokens_per_step() const { return global_batch() * seq_len; }  // upper bound (with padding)
-};
-
 }  // namespace lorabench

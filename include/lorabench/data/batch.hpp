@@ -13,6 +13,18 @@
 
 namespace lorabench::data {
 
+// The shape of the training's batches: the one holder of micro-batch, accumulation, world size and
+// sequence length (the trainer, the data sources, checkpoints, the run file and the planner read them here).
+struct BatchGeometry {
+  int micro_batch = 1;   // sequences per rank and micro-step
+  int grad_accum = 1;    // micro-steps per optimizer step
+  int world_size = 1;    // data-parallel ranks
+  int seq_len = 0;       // tokens per sequence
+  int64_t global_batch() const { return int64_t(micro_batch) * grad_accum * world_size; }  // sequences per step
+  int64_t tokens_per_step() const { return global_batch() * seq_len; }  // upper bound (with padding)
+  int64_t micro_batch_tokens() const { return int64_t(micro_batch) * seq_len; }  // one rank's micro-step
+};
+
 constexpr int64_t kIgnoreIndex = -100;  // label of a token that carries no loss (Hugging Face's value)
 
 struct Batch {
@@ -49,10 +61,7 @@ class BatchSource {
 struct SyntheticSpec {
   uint64_t seed = 0;
   int vocab_size = 0;
-  int seq_len = 0;
-  int micro_batch = 1;
-  int grad_accum = 1;
-  int world_size = 1;
+  BatchGeometry geo;
 };
 
 // Uniform random tokens, every position trained (labels = ids). Sample g is generated from a counter-based

@@ -21,7 +21,6 @@
 #include <memory>
 #include <string>
 
-#include "lorabench/config/run_config.hpp"
 #include "lorabench/data/batch.hpp"
 #include "lorabench/data/sft_dataset.hpp"
 #include "lorabench/data/tokenizer.hpp"
@@ -32,14 +31,11 @@ struct SftSpec {
   std::string path;                                  // the dataset file
   SftFormat format = SftFormat::kAuto;
   std::string tokenizer_path;                        // a tokenizer.json (see resolve_tokenizer_path)
-  int seq_len = 256;                                 // tokens per sample; REQUIRES >= 2
   bool pack = false;
   bool shuffle = true;
   BadRecordPolicy on_bad_record = BadRecordPolicy::kError;
   uint64_t seed = 0;                                 // run.seed
-  int micro_batch = 1;                               // rows per micro-batch
-  int grad_accum = 1;
-  int world_size = 1;
+  BatchGeometry geo{1, 1, 1, 256};                   // REQUIRES seq_len >= 2
   // Evaluation split by position (data.eval_fraction): the last max(1, round(n x holdout_fraction)) of the
   // file's n valid records are held out. The training source (held_out_part = false) has the others.
   double holdout_fraction = 0;
@@ -51,20 +47,16 @@ std::unique_ptr<BatchSource> make_sft_source(const SftSpec& spec);
 // The same with an already loaded tokenizer (spec.tokenizer_path is then ignored).
 std::unique_ptr<BatchSource> make_sft_source(const SftSpec& spec, std::shared_ptr<const Tokenizer> tokenizer);
 
-// The spec of a run: data.* keys, run.seed, train.micro_batch / grad_accum and the world size; the
-// tokenizer from resolve_tokenizer_path(). REQUIRES: cfg.data.format is auto, alpaca or chat.
-SftSpec sft_spec_from_config(const RunConfig& cfg, int world_size);
-
 // The tokenizer file a run uses, first match wins:
-//   1. data.tokenizer when set;
-//   2. <model.path>/tokenizer.json when model.path is set;
+//   1. `data_tokenizer` (data.tokenizer) when set;
+//   2. <model_path>/tokenizer.json when `model_path` (model.path) is set;
 //   3. $LORABENCH_DATA_DIR/qwen2.5/tokenizer.json when that environment variable is set;
 //   4. an installed binary's own copy, <prefix>/share/lorabench/qwen2.5/tokenizer.json (cmake --install);
 //   5. the build's default, <source dir>/third_party/qwen2.5/tokenizer.json (scripts/install-deps.sh
 //      fetches it there).
 // Only chooses the path: Tokenizer::from_file reports a missing file (IoError naming the path and saying
 // to run scripts/install-deps.sh).
-std::string resolve_tokenizer_path(const RunConfig& cfg);
+std::string resolve_tokenizer_path(const std::string& data_tokenizer, const std::string& model_path);
 // The compile-time default of step 4.
 const char* default_tokenizer_path();
 

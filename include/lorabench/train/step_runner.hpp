@@ -54,13 +54,6 @@ struct StepResult {
   StepTimes times;
 };
 
-// The strategy settings and the step settings of a run's configuration (what the trainer and the planner
-// build their strategies and StepRunners from).
-strategy::StrategySpec strategy_spec_of(const RunConfig& c);
-model::ModelShape model_shape_of(const RunConfig& c);  // the preset's, or model.path's config.json
-metrics::TransformerShape flops_shape(const model::ModelShape& s);
-StepConfig step_config_of(const RunConfig& c);
-optim::ScheduleSpec schedule_of(const RunConfig& c);  // train.schedule, lr, min_lr, warmup_steps; run.steps
 
 class StepRunner {
  public:

@@ -1,0 +1,40 @@
+// The one place where a run's configuration becomes the values the layers below take: the model's shape,
+// LoRA and dtype, the batch geometry, the data sources' specs, the strategy's and the step's settings.
+// Below train, no layer reads RunConfig: data, model, strategy and optim see only these values.
+#pragma once
+
+#include <ATen/core/ScalarType.h>
+
+#include <string>
+
+#include "lorabench/config/run_config.hpp"
+#include "lorabench/data/batch.hpp"
+#include "lorabench/data/sft_source.hpp"
+#include "lorabench/metrics/flops.hpp"
+#include "lorabench/model/layout.hpp"
+#include "lorabench/optim/schedule.hpp"
+#include "lorabench/strategy/strategy.hpp"
+#include "lorabench/train/step_runner.hpp"
+
+namespace lorabench::train {
+
+model::ModelShape model_shape_of(const RunConfig& c);  // the preset's, or model.path's config.json
+model::LoraSpec lora_spec_of(const RunConfig& c);      // lora.*
+at::ScalarType dtype_of(const RunConfig& c);           // model.dtype
+metrics::TransformerShape flops_shape(const model::ModelShape& s);
+
+// train.micro_batch, train.grad_accum, data.seq_len and the job's data-parallel ranks.
+data::BatchGeometry batch_geometry_of(const RunConfig& c, int world_size);
+// Synthetic tokens over the model's vocabulary (data.format = synthetic).
+data::SyntheticSpec synthetic_spec_of(const RunConfig& c, int vocab_size, int world_size);
+// A dataset file (data.format = auto, alpaca or chat): data.*, run.seed, the geometry, the tokenizer of
+// tokenizer_path_of. REQUIRES: data.format is not synthetic.
+data::SftSpec sft_spec_of(const RunConfig& c, int world_size);
+// data.tokenizer, else <model.path>/tokenizer.json, else the installed default (data::resolve_tokenizer_path).
+std::string tokenizer_path_of(const RunConfig& c);
+
+strategy::StrategySpec strategy_spec_of(const RunConfig& c);
+optim::ScheduleSpec schedule_of(const RunConfig& c);  // train.schedule, lr, min_lr, warmup_steps; run.steps
+StepConfig step_config_of(const RunConfig& c);
+
+}  // namespace lorabench::train

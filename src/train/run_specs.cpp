@@ -1,0 +1,106 @@
+#include "lorabench/train/run_specs.hpp"
+
+#include <filesystem>
+
+#include "lorabench/model/shape.hpp"
+
+namespace lorabench::train {
+
+model::ModelShape model_shape_of(const RunConfig& c) {
+  if (c.model.path.empty()) return model::preset_shape(c.model.preset);
+  return model::load_hf_config((std::filesystem::path(c.model.path) / "config.json").string());
+}
+
+model::LoraSpec lora_spec_of(const RunConfig& c) {
+  return model::make_lora_spec(c.lora.enabled, c.lora.r, c.lora.alpha, c.lora.dropout, c.lora.rslora, c.lora.targets);
+}
+
+at::ScalarType dtype_of(const RunConfig& c) { return c.model.dtype == "bf16" ? at::kBFloat16 : at::kFloat; }
+
+data::BatchGeometry batch_geometry_of(const RunConfig& c, int world_size) {
+  return data::BatchGeometry{c.train.micro_batch, c.train.grad_accum, world_size, c.data.seq_len};
+}
+
+data::SyntheticSpec synthetic_spec_of(const RunConfig& c, int vocab_size, int world_size) {
+  data::SyntheticSpec s;
+  s.seed = c.run.seed;
+  s.vocab_size = vocab_size;
+  s.geo = batch_geometry_of(c, world_size);
+  return s;
+}
+
+std::string tokenizer_path_of(const RunConfig& c) { return data::resolve_tokenizer_path(c.data.tokenizer, c.model.path); }
+
+data::SftSpec sft_spec_of(const RunConfig& c, int world_size) {
+  data::SftSpec s;
+  s.path = c.data.path;
+  s.format = data::parse_sft_format(c.data.format);
+  s.tokenizer_path = tokenizer_path_of(c);
+  s.geo = batch_geometry_of(c, world_size);
+  s.pack = c.data.pack;
+  s.shuffle = c.data.shuffle;
+  s.holdout_fraction = c.data.eval_fraction;
+  s.on_bad_record = data::parse_bad_record_policy(c.data.on_bad_record);
+  s.seed = c.run.seed;
+  return s;
+}
+
+
+metrics::TransformerShape flops_shape(const model::ModelShape& s) {
+  metrics::TransformerShape t;
+  t.layers = s.layers;
+  t.hidden = s.hidden;
+  t.intermediate = s.intermediate;
+  t.heads = s.heads;
+  t.kv_heads = s.kv_heads;
+  t.head_dim = s.head_dim;
+  t.vocab = s.vocab_size;
+  t.tied_embeddings = s.tie_embeddings;
+  return t;
+}
+
+strategy::StrategySpec strategy_spec_of(const RunConfig& c) {
+  strategy::StrategySpec sp;
+  sp.name = c.parallel.strategy;
+  sp.bucket_mb = c.parallel.bucket_mb;
+  sp.grad_accum = c.train.grad_accum;
+  sp.reshard_after_forward = c.parallel.reshard_after_forward;
+  sp.prefetch = c.parallel.prefetch;
+  sp.prefetch_within_peak = c.parallel.prefetch_within_peak;
+  // auto: DDP and ZeRO-1 communicate on the last micro-step only (local accumulation); ZeRO-2 and FSDP
+  // reduce every micro-step, which is what lets them drop full-size gradients between micro-steps.
+  const std::string& gs = c.parallel.grad_sync;
+  sp.sync_every_micro =
+      gs == "every" || (gs == "auto" && (c.parallel.strategy == "zero2" || c.parallel.strategy == "fsdp"));
+  return sp;
+}
+
+optim::ScheduleSpec schedule_of(const RunConfig& c) {
+  optim::ScheduleSpec s;
+  s.kind = c.train.schedule;
+  s.lr = c.train.lr;
+  s.min_lr = c.train.min_lr;
+  s.warmup_steps = c.train.warmup_steps;
+  s.total_steps = c.run.steps;
+  return s;
+}
+
+StepConfig step_config_of(const RunConfig& c) {
+  StepConfig sc;
+  sc.grad_accum = c.train.grad_accum;
+  sc.seed = c.run.seed;
+  sc.lora_dropout = c.lora.enabled && c.lora.dropout > 0;
+  sc.max_grad_norm = c.train.max_grad_norm;
+  sc.adamw.beta1 = c.train.beta1;
+  sc.adamw.beta2 = c.train.beta2;
+  sc.adamw.eps = c.train.eps;
+  sc.adamw.weight_decay = c.train.weight_decay;
+  sc.schedule = schedule_of(c);
+  sc.options.activation_checkpointing = c.model.activation_checkpointing;
+  if (!c.model.fused_head) sc.options.head_chunk = 0;
+  sc.nan_at_step = c.fault.nan_at_step;
+  sc.data_delay_s = c.fault.data_delay_ms / 1000.0;
+  return sc;
+}
+
+}  // namespace lorabench::train

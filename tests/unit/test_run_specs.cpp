@@ -1,0 +1,52 @@
+// train/run_specs.hpp: the configuration becomes the layers' values in one place, and the batch geometry
+// is the one holder of micro-batch, accumulation, world size and sequence length.
+#include <gtest/gtest.h>
+
+#include "lorabench/config/options.hpp"
+#include "lorabench/data/sft_source.hpp"
+#include "lorabench/train/run_specs.hpp"
+
+using namespace lorabench;
+
+TEST(RunSpecs, SftSpecFromTheConfiguration) {
+  RunConfig c = default_run_config();
+  c.data.format = "chat";
+  c.data.path = "x.jsonl";
+  c.data.seq_len = 99;
+  c.data.pack = true;
+  c.data.on_bad_record = "skip";
+  c.run.seed = 42;
+  c.train.micro_batch = 3;
+  c.train.grad_accum = 5;
+  const data::SftSpec s = train::sft_spec_of(c, 4);
+  EXPECT_EQ(s.format, data::SftFormat::kChat);
+  EXPECT_EQ(s.path, "x.jsonl");
+  EXPECT_TRUE(s.pack);
+  EXPECT_EQ(s.on_bad_record, data::BadRecordPolicy::kSkip);
+  EXPECT_EQ(s.seed, 42u);
+  EXPECT_EQ(s.geo.seq_len, 99);
+  EXPECT_EQ(s.geo.micro_batch, 3);
+  EXPECT_EQ(s.geo.grad_accum, 5);
+  EXPECT_EQ(s.geo.world_size, 4);
+  EXPECT_EQ(s.tokenizer_path, data::resolve_tokenizer_path(c.data.tokenizer, c.model.path));
+  c.data.tokenizer = "my/tokenizer.json";
+  EXPECT_EQ(train::sft_spec_of(c, 4).tokenizer_path, "my/tokenizer.json");
+}
+
+TEST(RunSpecs, OneGeometryForSourcesAndCounts) {
+  RunConfig c = default_run_config();
+  c.data.seq_len = 48;
+  c.train.micro_batch = 2;
+  c.train.grad_accum = 3;
+  const data::BatchGeometry g = train::batch_geometry_of(c, 4);
+  EXPECT_EQ(g.global_batch(), 2 * 3 * 4);
+  EXPECT_EQ(g.tokens_per_step(), 2 * 3 * 4 * 48);
+  EXPECT_EQ(g.micro_batch_tokens(), 2 * 48);
+  const data::SyntheticSpec ss = train::synthetic_spec_of(c, 1000, 4);
+  EXPECT_EQ(ss.vocab_size, 1000);
+  EXPECT_EQ(ss.geo.global_batch(), g.global_batch());
+  // The source draws what the geometry says: micro-batch rows of seq_len tokens.
+  const data::Batch b = data::make_synthetic_source(ss)->micro_batch(0, 2, 3);
+  EXPECT_EQ(b.batch, 2);
+  EXPECT_EQ(b.seq, 48);
+}
