@@ -74,16 +74,16 @@ void run(at::ScalarType dt, const char* name) {
       at::Tensor s = at::sigmoid(g), a = da.to(at::kFloat);
       return at::cat({a * u * s * (1 + g * (1 - s)), a * g * s}, 1).to(dt);
     };
-    row("SwiGLU forward", name, "silu(g) * u (fp32)", best_ms([&] { k::swiglu_forward(gu); }), best_ms(aten_fwd),
-        max_rel(k::swiglu_forward(gu), aten_fwd()), tol);
-    row("SwiGLU backward", name, "composed (fp32)", best_ms([&] { k::swiglu_backward(gu, da); }), best_ms(aten_bwd),
-        max_rel(k::swiglu_backward(gu, da), aten_bwd()), tol);
+    row("SwiGLU forward", name, "silu(g) * u (fp32)", best_ms([&] { k::swiglu_forward(true, gu); }), best_ms(aten_fwd),
+        max_rel(k::swiglu_forward(true, gu), aten_fwd()), tol);
+    row("SwiGLU backward", name, "composed (fp32)", best_ms([&] { k::swiglu_backward(true, gu, da); }), best_ms(aten_bwd),
+        max_rel(k::swiglu_backward(true, gu, da), aten_bwd()), tol);
     // What the model's backward runs: the gradients and the forward's output (the down projection's input).
     at::Tensor a;
-    const double rel_dgu = max_rel(k::swiglu_backward(gu, da, &a), aten_bwd());
+    const double rel_dgu = max_rel(k::swiglu_backward(true, gu, da, &a), aten_bwd());
     const double rel = std::max(rel_dgu, max_rel(a, aten_fwd()));
     row("SwiGLU backward + a", name, "composed backward + forward (fp32)",
-        best_ms([&] { k::swiglu_backward(gu, da, &a); }), best_ms([&] {
+        best_ms([&] { k::swiglu_backward(true, gu, da, &a); }), best_ms([&] {
           aten_bwd();
           aten_fwd();
         }), rel, tol);
@@ -93,8 +93,8 @@ void run(at::ScalarType dt, const char* name) {
     at::Tensor x = at::randn({N, D}, o), w = at::rand({D}, o).add_(0.5);
     at::Tensor rstd;
     auto aten = [&] { return at::rms_norm(x, {D}, w, 1e-6); };
-    row("RMSNorm forward", name, "at::rms_norm", best_ms([&] { k::rmsnorm_forward(x, w, 1e-6, &rstd); }),
-        best_ms(aten), max_rel(k::rmsnorm_forward(x, w, 1e-6, &rstd), aten()), tol);
+    row("RMSNorm forward", name, "at::rms_norm", best_ms([&] { k::rmsnorm_forward(true, x, w, 1e-6, &rstd); }),
+        best_ms(aten), max_rel(k::rmsnorm_forward(true, x, w, 1e-6, &rstd), aten()), tol);
     // Backward with the residual add and the weight-gradient accumulation, at the same rounding points.
     at::Tensor dy = at::randn({N, D}, o), res = at::randn({N, D}, o), dw = at::zeros({D}), dw2 = at::zeros({D});
     auto aten_bwd = [&] {
@@ -104,8 +104,8 @@ void run(at::ScalarType dt, const char* name) {
       return (((dn - y * dot) * rstd).to(dt).to(at::kFloat) + res.to(at::kFloat)).to(dt);
     };
     row("RMSNorm backward", name, "composed (fp32)",
-        best_ms([&] { k::rmsnorm_backward(dy, x, w, rstd, dw, res); }), best_ms(aten_bwd),
-        max_rel(k::rmsnorm_backward(dy, x, w, rstd, dw, res), aten_bwd()), tol);
+        best_ms([&] { k::rmsnorm_backward(true, dy, x, w, rstd, dw, res); }), best_ms(aten_bwd),
+        max_rel(k::rmsnorm_backward(true, dy, x, w, rstd, dw, res), aten_bwd()), tol);
   }
   // Rotary embedding of the q and k heads of one layer's q|k|v projection (14 + 2 heads of 64, in place).
   {
@@ -122,7 +122,7 @@ void run(at::ScalarType dt, const char* name) {
     };
     auto ours = [&] {
       at::Tensor out = qkv.clone();
-      k::rope_qkv(out, cos, sin, 1, N, H, K, d, /*inverse=*/false);
+      k::rope_qkv(true, out, cos, sin, 1, N, H, K, d, /*inverse=*/false);
       return out;
     };
     row("RoPE on q and k", name, "rotate-half composed (fp32)", best_ms(ours), best_ms(aten), max_rel(ours(), aten()),
@@ -138,7 +138,7 @@ void run(at::ScalarType dt, const char* name) {
     };
     auto ours = [&] {
       fresh();
-      k::online_softmax_chunk(z, m, se, rs, p, target, zt);
+      k::online_softmax_chunk(true, z, m, se, rs, p, target, zt);
       return se;
     };
     auto aten = [&] {
@@ -168,23 +168,27 @@ void run_attention() {
   struct Pass {
     at::Tensor out, lse, dqkv;
   };
+  auto options = [](m::CpuAttention kernel) {
+    m::KernelOptions ko;
+    ko.cpu_attention = kernel;
+    return ko;
+  };
   auto with = [&](m::CpuAttention kernel, bool backward) {
-    m::set_cpu_attention(kernel);
+    const m::KernelOptions ko = options(kernel);
     Pass p;
-    p.out = m::attention_forward(qkv, B, T, H, K, d, &p.lse);
-    if (backward) p.dqkv = m::attention_backward(dout, qkv, p.out, p.lse, B, T, H, K, d);
+    p.out = m::attention_forward(ko, qkv, B, T, H, K, d, &p.lse);
+    if (backward) p.dqkv = m::attention_backward(ko, dout, qkv, p.out, p.lse, B, T, H, K, d);
     return p;
   };
   const Pass blocked = with(m::CpuAttention::kBlocked, true), flash = with(m::CpuAttention::kFlash, true);
   // The backward of each from its own forward.
   auto bwd_ms = [&](m::CpuAttention kernel, const Pass& p) {
-    m::set_cpu_attention(kernel);
-    return best_ms([&] { m::attention_backward(dout, qkv, p.out, p.lse, B, T, H, K, d); });
+    const m::KernelOptions ko = options(kernel);
+    return best_ms([&] { m::attention_backward(ko, dout, qkv, p.out, p.lse, B, T, H, K, d); });
   };
   const double f_ours = best_ms([&] { with(m::CpuAttention::kBlocked, false); });
   const double f_aten = best_ms([&] { with(m::CpuAttention::kFlash, false); });
   const double b_ours = bwd_ms(m::CpuAttention::kBlocked, blocked), b_aten = bwd_ms(m::CpuAttention::kFlash, flash);
-  m::set_cpu_attention(m::CpuAttention::kAuto);
   row("attention forward (one layer)", "bf16", "libtorch's flash kernel", f_ours, f_aten,
       max_rel(blocked.out, flash.out), 2e-2);
   row("attention backward (one layer)", "bf16", "libtorch's flash kernel, in fp32", b_ours, b_aten,

@@ -148,10 +148,6 @@ int plan_main(MpiSession& mpi, int argc, char** argv) {
   const RunConfig cfg = read_run_config(mpi, args.input, args.sets);
   at::set_num_threads(cfg.parallel.threads_per_rank);
   metrics::install_memory_counter();
-  // The probe runs the kernels the run would.
-  model::set_fused_cpu_kernels(cfg.model.fused_kernels);
-  model::set_cuda_attention(model::parse_cuda_attention(cfg.model.cuda_attention));
-  model::set_cpu_attention(model::parse_cpu_attention(cfg.model.cpu_attention));
   train::PlanOptions o = plan_options(args);
   o.node_cpus = train::node_cpus(mpi.world());
   // The device the run would take (parallel.device; docs/gpu.md): on a GPU the probe runs there, a rank's

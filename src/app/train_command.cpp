@@ -34,6 +34,7 @@
 #include "lorabench/train/checkpoint.hpp"
 #include "lorabench/comm/control.hpp"
 #include "lorabench/train/plan.hpp"
+#include "lorabench/train/run_specs.hpp"
 #include "lorabench/train/trainer.hpp"
 
 namespace po = boost::program_options;
@@ -179,14 +180,12 @@ RunConfig validated_config(MpiSession& mpi, const TrainArgs& a, bool* default_na
   return cfg;
 }
 
-// What the process does the same way for every run: logging, memory accounting, threads, kernels.
+// What the process does the same way for every run: logging, memory accounting, threads. (The kernels a
+// model runs travel with it: train::layout_of.)
 void configure_process(const RunConfig& cfg) {
   log::set_quiet(cfg.run.quiet);
   metrics::install_memory_counter();
   set_threads(cfg.parallel.threads_per_rank);
-  model::set_fused_cpu_kernels(cfg.model.fused_kernels);
-  model::set_cuda_attention(model::parse_cuda_attention(cfg.model.cuda_attention));
-  model::set_cpu_attention(model::parse_cpu_attention(cfg.model.cpu_attention));
 }
 
 // Rank 0: what is wrong with the files the input names (they exist, an adapter to start from matches the
@@ -301,7 +300,7 @@ void write_run_header(MpiSession& mpi, const RunConfig& cfg, const RankContext& 
       prov.emplace_back("papi_scope", "the host thread of each rank (launches, staging copies), not the GPU's kernels");
     prov.emplace_back("device_choice", rc.choice.reason);
     prov.emplace_back("backend", rc.choice.backend);
-    prov.emplace_back("attention_kernel", model::attention_kernel(dev.is_cuda(), cfg.model.dtype == "bf16"));
+    prov.emplace_back("attention_kernel", model::attention_kernel(train::kernel_options_of(cfg), dev.is_cuda(), cfg.model.dtype == "bf16"));
     if (!d.resume.path.empty()) {
       prov.emplace_back("resumed_from", d.resume.path);
       prov.emplace_back("resumed_at_step", std::to_string(d.resume.step));

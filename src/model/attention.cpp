@@ -15,13 +15,10 @@ namespace lorabench::model {
 
 namespace {
 
-CudaAttention g_cuda_attention = CudaAttention::kAuto;
-CpuAttention g_cpu_attention = CpuAttention::kAuto;
-
 // Whether CPU tensors of this dtype go to lorabench's blocked kernel (else libtorch's CPU flash kernel).
-bool use_blocked(at::ScalarType dt) {
-  if (g_cpu_attention == CpuAttention::kFlash) return false;
-  if (g_cpu_attention == CpuAttention::kBlocked) {
+bool use_blocked(const KernelOptions& k, at::ScalarType dt) {
+  if (k.cpu_attention == CpuAttention::kFlash) return false;
+  if (k.cpu_attention == CpuAttention::kBlocked) {
     LB_CHECK(dt == at::kBFloat16, "attention: model.cpu_attention = blocked is a bf16 kernel (model.dtype = fp32 "
                                   "runs libtorch's flash kernel: use auto or flash)");
     LB_CHECK(cpu_attention::brgemm_available(),
@@ -33,10 +30,10 @@ bool use_blocked(at::ScalarType dt) {
 }
 
 // Whether CUDA tensors of this dtype go to FlashAttention-2 (else the memory-efficient kernel).
-bool use_flash(at::ScalarType dt) {
-  if (g_cuda_attention == CudaAttention::kEfficient) return false;
+bool use_flash(const KernelOptions& k, at::ScalarType dt) {
+  if (k.cuda_attention == CudaAttention::kEfficient) return false;
   if (dt == at::kFloat) {
-    LB_CHECK(g_cuda_attention == CudaAttention::kAuto,
+    LB_CHECK(k.cuda_attention == CudaAttention::kAuto,
              "attention: model.cuda_attention = flash has no fp32 kernel (FlashAttention-2 takes bf16)");
     return false;
   }
@@ -65,13 +62,13 @@ void require_supported(const at::Tensor& t) {
 
 }  // namespace
 
-at::Tensor attention_forward(const at::Tensor& qkv, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d,
+at::Tensor attention_forward(const KernelOptions& k, const at::Tensor& qkv, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d,
                              at::Tensor* lse) {
   require_supported(qkv);
   const Heads h = split(qkv, B, T, H, K, d);
   const double scale = 1.0 / std::sqrt(double(d));
   at::Tensor out;
-  if (qkv.is_cuda() && use_flash(qkv.scalar_type())) {
+  if (qkv.is_cuda() && use_flash(k, qkv.scalar_type())) {
     // FlashAttention-2 (bf16 on sm_80+): the K key/value heads as they are; lse (B, H, T). No dropout: the
     // philox seed and offset it returns are not read by its backward.
     auto res = at::_scaled_dot_product_flash_attention(h.q, h.k, h.v, 0.0, /*is_causal=*/true,
@@ -86,7 +83,7 @@ at::Tensor attention_forward(const at::Tensor& qkv, int64_t B, int64_t T, int64_
                                                            /*is_causal=*/true, scale);
     out = std::get<0>(res);
     *lse = std::get<1>(res);
-  } else if (use_blocked(qkv.scalar_type())) {
+  } else if (use_blocked(k, qkv.scalar_type())) {
     ProfileScope scope("lb::attention_kernel");
     return cpu_attention::forward(qkv.contiguous(), B, T, H, K, d, lse, cpu_attention::BlockGemm::kBrgemm);
   } else {
@@ -97,8 +94,8 @@ at::Tensor attention_forward(const at::Tensor& qkv, int64_t B, int64_t T, int64_
   return out.transpose(1, 2).reshape({B * T, H * d});
 }
 
-at::Tensor attention_backward(const at::Tensor& dout, const at::Tensor& qkv, const at::Tensor& out,
-                              const at::Tensor& lse, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d) {
+at::Tensor attention_backward(const KernelOptions& k, const at::Tensor& dout, const at::Tensor& qkv,
+                              const at::Tensor& out, const at::Tensor& lse, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d) {
   require_supported(qkv);
   auto as_heads = [&](const at::Tensor& t) { return t.reshape({B, T, H, d}).transpose(1, 2); };
   const double scale = 1.0 / std::sqrt(double(d));
@@ -106,7 +103,7 @@ at::Tensor attention_backward(const at::Tensor& dout, const at::Tensor& qkv, con
     const Heads h = split(qkv, B, T, H, K, d);
     const at::Tensor none = at::empty({}, at::kLong);  // no dropout: the philox seed and offset are not read
     at::Tensor dq, dk, dv;
-    if (use_flash(qkv.scalar_type())) {
+    if (use_flash(k, qkv.scalar_type())) {
       // Dense (no cumulative sequence lengths); dk and dv come back with the K key/value heads, each summed
       // over its group by the kernel.
       std::tie(dq, dk, dv) = at::_scaled_dot_product_flash_attention_backward(
@@ -122,7 +119,7 @@ at::Tensor attention_backward(const at::Tensor& dout, const at::Tensor& qkv, con
     }
     return at::cat({dq.transpose(1, 2), dk.transpose(1, 2), dv.transpose(1, 2)}, 2).reshape({B * T, (H + 2 * K) * d});
   }
-  if (use_blocked(qkv.scalar_type())) {
+  if (use_blocked(k, qkv.scalar_type())) {
     ProfileScope scope("lb::attention_kernel");
     return cpu_attention::backward(dout, qkv.contiguous(), out.contiguous(), lse, B, T, H, K, d,
                                    cpu_attention::BlockGemm::kBrgemm);
@@ -142,8 +139,6 @@ at::Tensor attention_backward(const at::Tensor& dout, const at::Tensor& qkv, con
       .to(qkv.scalar_type());
 }
 
-void set_cuda_attention(CudaAttention kernel) { g_cuda_attention = kernel; }
-void set_cpu_attention(CpuAttention kernel) { g_cpu_attention = kernel; }
 bool cpu_blocked_attention_available() { return cpu_attention::brgemm_available(); }
 CpuAttention parse_cpu_attention(const std::string& name) {
   if (name == "auto") return CpuAttention::kAuto;
@@ -151,9 +146,9 @@ CpuAttention parse_cpu_attention(const std::string& name) {
   if (name == "blocked") return CpuAttention::kBlocked;
   throw Error("model.cpu_attention: unknown kernel \"" + name + "\" (expected auto, flash or blocked)");
 }
-std::string attention_kernel(bool cuda, bool bf16) {
-  if (!cuda) return use_blocked(bf16 ? at::kBFloat16 : at::kFloat) ? "cpu_blocked" : "cpu_flash";
-  return use_flash(bf16 ? at::kBFloat16 : at::kFloat) ? "flash" : "efficient";
+std::string attention_kernel(const KernelOptions& k, bool cuda, bool bf16) {
+  if (!cuda) return use_blocked(k, bf16 ? at::kBFloat16 : at::kFloat) ? "cpu_blocked" : "cpu_flash";
+  return use_flash(k, bf16 ? at::kBFloat16 : at::kFloat) ? "flash" : "efficient";
 }
 CudaAttention parse_cuda_attention(const std::string& name) {
   if (name == "auto") return CudaAttention::kAuto;

@@ -460,17 +460,16 @@ void rope_qkv(at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int
 
 }  // namespace generic
 
-bool g_fused = true;
-// The fused kernels run on CPU tensors while enabled; everything else takes the device-generic path.
-bool fused_for(const at::Tensor& t) { return g_fused && t.device().is_cpu(); }
+// The fused kernels run on CPU tensors when asked for; everything else takes the device-generic path.
+bool fused_for(bool fused, const at::Tensor& t) { return fused && t.device().is_cpu(); }
 // ... and lorabench's CUDA kernels on CUDA tensors, where the build has them (cuda_kernels.hpp).
-bool cuda_fused_for(const at::Tensor& t) { return g_fused && t.is_cuda() && cuda::available(); }
+bool cuda_fused_for(bool fused, const at::Tensor& t) { return fused && t.is_cuda() && cuda::available(); }
 
 }  // namespace
 
-at::Tensor swiglu_forward(const at::Tensor& gu) {
-  if (cuda_fused_for(gu)) return cuda::swiglu_forward(gu);
-  if (!fused_for(gu)) return generic::swiglu_forward(gu);
+at::Tensor swiglu_forward(bool fused, const at::Tensor& gu) {
+  if (cuda_fused_for(fused, gu)) return cuda::swiglu_forward(gu);
+  if (!fused_for(fused, gu)) return generic::swiglu_forward(gu);
   ProfileScope scope("lb::swiglu");
   check(gu, gu.scalar_type(), "swiglu gu");
   const int64_t N = gu.size(0), I = gu.size(1) / 2;
@@ -489,10 +488,10 @@ at::Tensor swiglu_forward(const at::Tensor& gu) {
   return a;
 }
 
-at::Tensor swiglu_backward(const at::Tensor& gu, const at::Tensor& da_in, at::Tensor* a) {
-  if (!fused_for(gu)) {
-    if (a != nullptr) *a = swiglu_forward(gu);
-    return cuda_fused_for(gu) ? cuda::swiglu_backward(gu, da_in) : generic::swiglu_backward(gu, da_in);
+at::Tensor swiglu_backward(bool fused, const at::Tensor& gu, const at::Tensor& da_in, at::Tensor* a) {
+  if (!fused_for(fused, gu)) {
+    if (a != nullptr) *a = swiglu_forward(fused, gu);
+    return cuda_fused_for(fused, gu) ? cuda::swiglu_backward(gu, da_in) : generic::swiglu_backward(gu, da_in);
   }
   ProfileScope scope("lb::swiglu");
   at::Tensor da = da_in.contiguous();
@@ -520,9 +519,9 @@ at::Tensor swiglu_backward(const at::Tensor& gu, const at::Tensor& da_in, at::Te
   return dgu;
 }
 
-at::Tensor rmsnorm_forward(const at::Tensor& x_in, const at::Tensor& w_in, double eps, at::Tensor* rstd) {
-  if (cuda_fused_for(x_in)) return cuda::rmsnorm_forward(x_in, w_in, eps, rstd);
-  if (!fused_for(x_in)) return rmsnorm_forward_reference(x_in, w_in, eps, rstd);
+at::Tensor rmsnorm_forward(bool fused, const at::Tensor& x_in, const at::Tensor& w_in, double eps, at::Tensor* rstd) {
+  if (cuda_fused_for(fused, x_in)) return cuda::rmsnorm_forward(x_in, w_in, eps, rstd);
+  if (!fused_for(fused, x_in)) return rmsnorm_forward_reference(x_in, w_in, eps, rstd);
   ProfileScope scope("lb::norm");
   at::Tensor x = x_in.contiguous(), w = w_in.contiguous();
   const auto dt = x.scalar_type();
@@ -544,9 +543,9 @@ at::Tensor rmsnorm_forward(const at::Tensor& x_in, const at::Tensor& w_in, doubl
   return y;
 }
 
-at::Tensor rmsnorm_backward(const at::Tensor& dy_in, const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
-                            const at::Tensor& dw_acc, const at::Tensor& residual) {
-  if (!fused_for(x)) {
+at::Tensor rmsnorm_backward(bool fused, const at::Tensor& dy_in, const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& rstd, const at::Tensor& dw_acc, const at::Tensor& residual) {
+  if (!fused_for(fused, x)) {
     at::Tensor dx = rmsnorm_backward_reference(dy_in, x, w, rstd, dw_acc);
     return residual.defined() ? dx + residual : dx;  // one rounding of the sum, as the fused kernel
   }
@@ -583,10 +582,10 @@ at::Tensor rmsnorm_backward(const at::Tensor& dy_in, const at::Tensor& x, const 
   return dx;
 }
 
-void online_softmax_chunk(const at::Tensor& z, at::Tensor& m, at::Tensor& se, at::Tensor& rescale, at::Tensor& p,
+void online_softmax_chunk(bool fused, const at::Tensor& z, at::Tensor& m, at::Tensor& se, at::Tensor& rescale, at::Tensor& p,
                           const at::Tensor& target_local, at::Tensor& zt) {
-  if (cuda_fused_for(z)) return cuda::online_softmax_chunk(z, m, se, rescale, p, target_local, zt);
-  if (!fused_for(z)) return generic::online_softmax_chunk(z, m, se, rescale, p, target_local, zt);
+  if (cuda_fused_for(fused, z)) return cuda::online_softmax_chunk(z, m, se, rescale, p, target_local, zt);
+  if (!fused_for(fused, z)) return generic::online_softmax_chunk(z, m, se, rescale, p, target_local, zt);
   ProfileScope scope("lb::head_loss");
   const auto dt = z.scalar_type();
   check(z, dt, "softmax chunk logits");
@@ -607,10 +606,10 @@ void online_softmax_chunk(const at::Tensor& z, at::Tensor& m, at::Tensor& se, at
   });
 }
 
-void rope_qkv(at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H,
+void rope_qkv(bool fused, at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H,
               int64_t K, int64_t d, bool inverse) {
-  if (cuda_fused_for(qkv)) return cuda::rope_qkv(qkv, cos, sin, B, T, H, K, d, inverse);
-  if (!fused_for(qkv)) return generic::rope_qkv(qkv, cos, sin, B, T, H, K, d, inverse);
+  if (cuda_fused_for(fused, qkv)) return cuda::rope_qkv(qkv, cos, sin, B, T, H, K, d, inverse);
+  if (!fused_for(fused, qkv)) return generic::rope_qkv(qkv, cos, sin, B, T, H, K, d, inverse);
   ProfileScope scope("lb::attention");
   check(qkv, qkv.scalar_type(), "qkv");
   LB_CHECK(qkv.numel() == B * T * (H + 2 * K) * d && d % 2 == 0, "rope_qkv: qkv is not (B*T, (H + 2K) d)");
@@ -645,7 +644,3 @@ float dot_row_bf16(const uint16_t* a, const uint16_t* b, int64_t n) {
 
 }  // namespace lorabench::model::kernels
 
-namespace lorabench::model {
-void set_fused_cpu_kernels(bool enabled) { kernels::g_fused = enabled; }
-bool fused_cpu_kernels() { return kernels::g_fused; }
-}  // namespace lorabench::model

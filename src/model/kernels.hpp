@@ -2,8 +2,9 @@
 // writes its tensors once, computing in fp32 whatever the storage type (fp32 or bf16), where the unfused
 // ATen version makes one pass per operation and per dtype conversion. Rows are split over the intra-op
 // threads; inner loops are compiled for AVX-512, AVX2+FMA and baseline x86-64 and chosen at startup from
-// the CPU's features. Each entry runs its fused kernel on CPU tensors (unless set_fused_cpu_kernels(false))
-// and otherwise an ATen composition at the same rounding points (the device-generic path).
+// the CPU's features. Each entry takes `fused` (KernelOptions::fused of the model it serves): true runs its
+// fused kernel on CPU tensors (and the CUDA kernel on CUDA tensors in CUDA builds), false and other devices
+// an ATen composition at the same rounding points (the device-generic path).
 //
 // Numerics follow the reference semantics of qwen2.hpp (transformers' RMSNorm rounding points; SwiGLU
 // in fp32, rounded once), so the fused and unfused paths agree to fp32 rounding (tests/unit/test_kernels).
@@ -14,34 +15,34 @@
 namespace lorabench::model::kernels {
 
 // a = silu(g) * u with g = gu[:, :I], u = gu[:, I:]. gu (N, 2I) contiguous; returns a (N, I).
-at::Tensor swiglu_forward(const at::Tensor& gu);
+at::Tensor swiglu_forward(bool fused, const at::Tensor& gu);
 
 // Backward of swiglu_forward: dgu = [da * u * s (1 + g (1 - s)), da * silu(g)] with s = sigmoid(g). With a
 // non-null `a`, also swiglu_forward(gu) into *a, the same values: the down projection's input, which the
 // backward needs and the forward does not keep (the fused CPU kernel writes it from the same pass).
-at::Tensor swiglu_backward(const at::Tensor& gu, const at::Tensor& da, at::Tensor* a = nullptr);
+at::Tensor swiglu_backward(bool fused, const at::Tensor& gu, const at::Tensor& da, at::Tensor* a = nullptr);
 
 // y = w * (x * rstd).to(dtype), rstd = 1 / sqrt(mean(x^2) + eps) in fp32 (written to rstd, (N, 1)).
-at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);
+at::Tensor rmsnorm_forward(bool fused, const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);
 
 // dx = residual + rstd * (dn - y * mean(dn * y)) with y = x * rstd and dn = (dy * w) in the storage dtype;
 // dw_acc (fp32, (D)) += sum over rows of dy * y.to(dtype) when defined. residual may be undefined.
-at::Tensor rmsnorm_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
-                            const at::Tensor& dw_acc, const at::Tensor& residual);
+at::Tensor rmsnorm_backward(bool fused, const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& rstd, const at::Tensor& dw_acc, const at::Tensor& residual);
 
 // One vocabulary chunk of the LM head's online softmax. z (N, C) logits in the storage type; m, se, zt,
 // rescale: (N) fp32. Per row: m_new = max(m, max z), rescale = exp(m - m_new), se = se * rescale +
 // sum exp(z - m_new), p = exp(z - m_new) (a flat buffer of the storage type, grown as needed; row n at
 // n * C: the Σ p E GEMM reads p[:N*C] as (N, C)), m = m_new,
 // and zt += z[target_local] when target_local (N, int64) lies in [0, C).
-void online_softmax_chunk(const at::Tensor& z, at::Tensor& m, at::Tensor& se, at::Tensor& rescale, at::Tensor& p,
+void online_softmax_chunk(bool fused, const at::Tensor& z, at::Tensor& m, at::Tensor& se, at::Tensor& rescale, at::Tensor& p,
                           const at::Tensor& target_local, at::Tensor& zt);
 
 // The rotary embedding applied in place to the fused q|k|v projection output (N = B*T rows of H query,
 // K key and K value heads of d values; cos, sin: (T, d/2) fp32): the H + K query and key heads of each
 // row are rotated by their position's angle (inverse = true: rotated back, the backward); the value heads
 // are left alone. fp32 math, one rounding.
-void rope_qkv(at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H,
+void rope_qkv(bool fused, at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H,
               int64_t K, int64_t d, bool inverse);
 
 // Rows of the blocked CPU attention (attention_cpu.cpp), on raw buffers; bf16 is its 16 bits.

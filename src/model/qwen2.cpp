@@ -183,11 +183,12 @@ void lora_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGr
 void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tensor& x, LayerCache& c,
                   at::Tensor* y_out) {
   const ModelShape& s = ctx.model->shape;
+  const KernelOptions& k = ctx.model->kernels;
   const int64_t B = ctx.batch, T = ctx.seq;
   const int64_t H = s.heads, K = s.kv_heads, d = s.head_dim;
 
   c.x = x;
-  at::Tensor h1 = rmsnorm_forward(x, w.ln1, s.rms_eps, &c.rstd1);
+  at::Tensor h1 = kernels::rmsnorm_forward(k.fused, x, w.ln1, s.rms_eps, &c.rstd1);
   ProfileScope proj("lb::projections");
   at::Tensor qkv = gemm_bias(w.b_qkv, h1, w.w_qkv.t());  // (N, (H+2K)d)
   lora_forward(ctx, w, kQkv, w.a_qkv, h1, qkv, &c);
@@ -197,8 +198,8 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
 
   // Rotary embedding in place: q, k and v stay token-major in the projection output, which the attention
   // reads through strided views.
-  kernels::rope_qkv(qkv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d, /*inverse=*/false);
-  c.attn = attention_forward(qkv, B, T, H, K, d, &c.lse);  // (N, H*d)
+  kernels::rope_qkv(k.fused, qkv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d, /*inverse=*/false);
+  c.attn = attention_forward(k, qkv, B, T, H, K, d, &c.lse);  // (N, H*d)
   c.qkv = qkv;
   qkv = at::Tensor();
   attn.end();
@@ -209,13 +210,13 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
   proj2.end();
   c.x2 = x + ao;
 
-  at::Tensor h2 = rmsnorm_forward(c.x2, w.ln2, s.rms_eps, &c.rstd2);
+  at::Tensor h2 = kernels::rmsnorm_forward(k.fused, c.x2, w.ln2, s.rms_eps, &c.rstd2);
   ProfileScope proj3("lb::projections");
   c.gu = gemm(h2, w.w_gu.t());  // (N, 2I)
   lora_forward(ctx, w, kGateUp, w.a_gu, h2, c.gu, &c);
   h2 = at::Tensor();
   proj3.end();
-  at::Tensor a = kernels::swiglu_forward(c.gu);  // (N, I)
+  at::Tensor a = kernels::swiglu_forward(k.fused, c.gu);  // (N, I)
   ProfileScope proj4("lb::projections");
   at::Tensor dn = gemm(a, w.w_down.t());
   lora_forward(ctx, w, kOnlyDown, w.lora[int(Proj::kDown)].a, a, dn, &c);
@@ -319,13 +320,13 @@ LayerGrads bind_layer_grads(const ModelLayout& m, const UnitLayout& u, const at:
   return g;
 }
 
-at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd) {
-  return kernels::rmsnorm_forward(x, w, eps, rstd);
+at::Tensor rmsnorm_forward(const KernelOptions& k, const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd) {
+  return kernels::rmsnorm_forward(k.fused, x, w, eps, rstd);
 }
 
-at::Tensor rmsnorm_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
-                            const at::Tensor& dw_acc) {
-  return kernels::rmsnorm_backward(dy, x, w, rstd, dw_acc, at::Tensor());
+at::Tensor rmsnorm_backward(const KernelOptions& k, const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& rstd, const at::Tensor& dw_acc) {
+  return kernels::rmsnorm_backward(k.fused, dy, x, w, rstd, dw_acc, at::Tensor());
 }
 
 at::Tensor rmsnorm_forward_reference(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd) {
@@ -370,6 +371,7 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
     forward_full(ctx, w, x, c, nullptr);
   }
   const ModelShape& s = ctx.model->shape;
+  const KernelOptions& k = ctx.model->kernels;
   const int64_t B = ctx.batch, T = ctx.seq;
   const int64_t H = s.heads, K = s.kv_heads, d = s.head_dim;
 
@@ -382,18 +384,18 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   const LoraDla dla_down = lora_backward_b(ctx, w, g, kOnlyDown, down_a, dy, c, da);
   proj.end();
   at::Tensor a;                                             // (N, I)
-  at::Tensor dgu = kernels::swiglu_backward(c.gu, da, &a);  // (N, 2I)
+  at::Tensor dgu = kernels::swiglu_backward(k.fused, c.gu, da, &a);  // (N, 2I)
   ProfileScope proj2("lb::projections");
   if (g.w_down.defined()) g.w_down.add_(gemm(dy.t(), a));
   lora_backward_a(ctx, g, kOnlyDown, down_a, g.lora[int(Proj::kDown)].a, dla_down, a);
   a = at::Tensor();
   at::Tensor dh2 = gemm(dgu, w.w_gu);  // (N, D)
   // The norms' outputs are recomputed (cheaper than keeping them): the gate/up input.
-  at::Tensor h2 = kernels::rmsnorm_forward(c.x2, w.ln2, s.rms_eps, nullptr);
+  at::Tensor h2 = kernels::rmsnorm_forward(k.fused, c.x2, w.ln2, s.rms_eps, nullptr);
   if (g.w_gu.defined()) g.w_gu.add_(gemm(dgu.t(), h2));
   lora_backward(ctx, w, g, kGateUp, w.a_gu, g.a_gu, h2, dgu, c, dh2);
   proj2.end();
-  at::Tensor dx2 = kernels::rmsnorm_backward(dh2, c.x2, w.ln2, c.rstd2, g.ln2, dy);
+  at::Tensor dx2 = kernels::rmsnorm_backward(k.fused, dh2, c.x2, w.ln2, c.rstd2, g.ln2, dy);
 
   // ---- attention: x2 = x + o(attn(rope(q), rope(k), v)) ----
   ProfileScope proj3("lb::projections");
@@ -402,17 +404,17 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   lora_backward(ctx, w, g, kOnlyO, w.lora[int(Proj::kO)].a, g.lora[int(Proj::kO)].a, c.attn, dx2, c, dattn);
   proj3.end();
   ProfileScope attn("lb::attention");
-  at::Tensor dqkv = attention_backward(dattn, c.qkv, c.attn, c.lse, B, T, H, K, d);  // (N, (H+2K)d)
-  kernels::rope_qkv(dqkv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d, /*inverse=*/true);
+  at::Tensor dqkv = attention_backward(k, dattn, c.qkv, c.attn, c.lse, B, T, H, K, d);  // (N, (H+2K)d)
+  kernels::rope_qkv(k.fused, dqkv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d, /*inverse=*/true);
   attn.end();
   ProfileScope proj4("lb::projections");
   at::Tensor dh1 = gemm(dqkv, w.w_qkv);  // (N, D)
-  at::Tensor h1 = kernels::rmsnorm_forward(c.x, w.ln1, s.rms_eps, nullptr);
+  at::Tensor h1 = kernels::rmsnorm_forward(k.fused, c.x, w.ln1, s.rms_eps, nullptr);
   if (g.w_qkv.defined()) g.w_qkv.add_(gemm(dqkv.t(), h1));
   if (g.b_qkv.defined()) g.b_qkv.add_(dqkv.to(at::kFloat).sum(0));
   lora_backward(ctx, w, g, kQkv, w.a_qkv, g.a_qkv, h1, dqkv, c, dh1);
   proj4.end();
-  return kernels::rmsnorm_backward(dh1, c.x, w.ln1, c.rstd1, g.ln1, dx2);
+  return kernels::rmsnorm_backward(k.fused, dh1, c.x, w.ln1, c.rstd1, g.ln1, dx2);
 }
 
 at::Tensor shift_targets(const at::Tensor& labels) {
@@ -422,8 +424,8 @@ at::Tensor shift_targets(const at::Tensor& labels) {
   return t;
 }
 
-HeadPartial head_partial(const at::Tensor& h, const at::Tensor& emb_rows, int64_t row0, const at::Tensor& targets,
-                         int64_t chunk) {
+HeadPartial head_partial(const KernelOptions& k, const at::Tensor& h, const at::Tensor& emb_rows, int64_t row0,
+                         const at::Tensor& targets, int64_t chunk) {
   const int64_t N = h.size(0), V = emb_rows.size(0);
   const auto f32 = h.options().dtype(at::kFloat);
   HeadPartial hp;
@@ -439,7 +441,7 @@ HeadPartial head_partial(const at::Tensor& h, const at::Tensor& emb_rows, int64_
     at::Tensor e = emb_rows.narrow(0, v0, cn);
     at::Tensor z = gemm(h, e.t());  // (N, cn) logits, model dtype
     at::Tensor local = local_all - v0;
-    kernels::online_softmax_chunk(z, hp.m, hp.se, rescale, p, local, hp.zt);
+    kernels::online_softmax_chunk(k.fused, z, hp.m, hp.se, rescale, p, local, hp.zt);
     at::Tensor pv = p.narrow(0, 0, N * cn).view({N, cn});
     hp.U.mul_(rescale.view({N, 1})).add_(gemm(pv, e));
   }
@@ -466,14 +468,14 @@ void head_weight_grad(const at::Tensor& h, const at::Tensor& emb_rows, int64_t r
   }
 }
 
-HeadLoss head_loss(const at::Tensor& h, const at::Tensor& emb, const at::Tensor& targets, double grad_scale,
-                   const at::Tensor& dE_acc, int64_t chunk) {
+HeadLoss head_loss(const KernelOptions& k, const at::Tensor& h, const at::Tensor& emb, const at::Tensor& targets,
+                   double grad_scale, const at::Tensor& dE_acc, int64_t chunk) {
   ProfileScope scope("lb::head_loss");
   at::Tensor valid = targets.ne(-100);
   at::Tensor tgt = targets.clamp_min(0);
   // One pass: online log-sum-exp, the target logits, and U = sum_c exp(z_c - m) E_c, so that
   // dh = (U / sumexp - E[target]) * scale needs no second pass when the head is frozen.
-  HeadPartial hp = head_partial(h, emb, 0, tgt, chunk);
+  HeadPartial hp = head_partial(k, h, emb, 0, tgt, chunk);
   HeadTerms t = head_terms(hp, at::Tensor(), hp.m, hp.se, hp.zt, emb, 0, tgt, valid, grad_scale);
   HeadLoss out;
   out.counted = valid.sum();
@@ -486,10 +488,10 @@ HeadLoss head_loss(const at::Tensor& h, const at::Tensor& emb, const at::Tensor&
 
 at::Tensor head_rescale(const HeadPartial& hp, const at::Tensor& M) { return (hp.m - M).exp_(); }
 
-HeadTerms sharded_head_terms(const at::Tensor& h_all, const at::Tensor& emb_rows, int64_t row0,
+HeadTerms sharded_head_terms(const KernelOptions& k, const at::Tensor& h_all, const at::Tensor& emb_rows, int64_t row0,
                              const at::Tensor& targets, const at::Tensor& valid, double grad_scale, int64_t chunk,
                              const HeadReductions& across_ranks) {
-  HeadPartial hp = head_partial(h_all, emb_rows, row0, targets, chunk);
+  HeadPartial hp = head_partial(k, h_all, emb_rows, row0, targets, chunk);
   // A common max, then sums; head_terms does the rest.
   at::Tensor M = hp.m.clone();
   across_ranks.max(M);

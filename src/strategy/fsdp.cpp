@@ -268,7 +268,7 @@ class FsdpStrategy final : public TrainingStrategy {
     across_ranks.sum = [this](at::Tensor& t) {
       comm_->all_reduce(t.data_ptr(), size_t(t.numel()), comm::DataType::kFloat32, comm::ReduceOp::kSum);
     };
-    model::HeadTerms t = model::sharded_head_terms(h_all, rows, row0, tgt, valid, grad_scale, chunk, across_ranks);
+    model::HeadTerms t = model::sharded_head_terms(m.kernels, h_all, rows, row0, tgt, valid, grad_scale, chunk, across_ranks);
 
     model::HeadLoss out;
     out.counted = valid.narrow(0, rank_ * N, N).sum();

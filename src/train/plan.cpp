@@ -61,7 +61,7 @@ double median(std::vector<double> v) {
 OneProbe probe_layers(const RunConfig& c, device::Device& dev, int layers, int micro_batch, int seq, bool timed) {
   model::ModelShape shape = model_shape_of(c);
   shape.layers = layers;
-  const model::ModelLayout layout = model::build_layout(shape, lora_spec_of(c));
+  const model::ModelLayout layout = layout_of(c, shape);
   strategy::StrategySpec spec = strategy_spec_of(c);
   spec.name = "single";
   spec.grad_accum = 1;
@@ -320,7 +320,7 @@ int64_t activation_lower_bound(const RunConfig& c) {
 std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const ProbeResult* probe,
                                const CommBandwidth& bw) {
   const model::ModelShape shape = model_shape_of(c);
-  const model::ModelLayout layout = model::build_layout(shape, lora_spec_of(c));
+  const model::ModelLayout layout = layout_of(c, shape);
   const at::ScalarType dtype = dtype_of(c);
   const int64_t ds = at::elementSize(dtype);
   const data::BatchGeometry geo = batch_geometry_of(c, 1);  // per rank: the world varies by row
@@ -502,7 +502,7 @@ std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, 
 void check_fits_or_throw(const RunConfig& c, int world, int ranks_sharing, int64_t available, const std::string& where) {
   if (available < 0) return;
   const model::ModelShape shape = model_shape_of(c);
-  const model::ModelLayout layout = model::build_layout(shape, lora_spec_of(c));
+  const model::ModelLayout layout = layout_of(c, shape);
   const strategy::MemoryPrediction ms = strategy::predict_model_state(c.parallel.strategy, layout, dtype_of(c), world);
   const int64_t act = activation_lower_bound(c);
   const int64_t need = ms.total() + act;

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "lorabench/model/qwen2.hpp"
 #include "lorabench/model/shape.hpp"
 
 namespace lorabench::train {
@@ -13,6 +14,20 @@ model::ModelShape model_shape_of(const RunConfig& c) {
 
 model::LoraSpec lora_spec_of(const RunConfig& c) {
   return model::make_lora_spec(c.lora.enabled, c.lora.r, c.lora.alpha, c.lora.dropout, c.lora.rslora, c.lora.targets);
+}
+
+model::KernelOptions kernel_options_of(const RunConfig& c) {
+  model::KernelOptions k;
+  k.fused = c.model.fused_kernels;
+  k.cuda_attention = model::parse_cuda_attention(c.model.cuda_attention);
+  k.cpu_attention = model::parse_cpu_attention(c.model.cpu_attention);
+  return k;
+}
+
+model::ModelLayout layout_of(const RunConfig& c, const model::ModelShape& shape) {
+  model::ModelLayout m = model::build_layout(shape, lora_spec_of(c));
+  m.kernels = kernel_options_of(c);
+  return m;
 }
 
 at::ScalarType dtype_of(const RunConfig& c) { return c.model.dtype == "bf16" ? at::kBFloat16 : at::kFloat; }

@@ -90,7 +90,7 @@ Setup make_setup(const TrainEnv& env) {
   const int world = env.topo->world_size;
   Setup s;
   model::ModelShape shape = model_shape_of(c);
-  s.layout = model::build_layout(shape, lora_spec_of(c));
+  s.layout = layout_of(c, shape);
   s.dtype = dtype_of(c);
   if (!c.model.path.empty()) s.snapshot = std::make_unique<model::Snapshot>(c.model.path);
   if (s.snapshot) model::check_snapshot_complete(*s.snapshot, s.layout);

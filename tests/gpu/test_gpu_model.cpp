@@ -40,11 +40,12 @@ struct Trained {
   std::vector<at::Tensor> params;  // on the CPU
 };
 
-Trained train_single(device::Device& dev, at::ScalarType dtype, int steps) {
+Trained train_single(device::Device& dev, at::ScalarType dtype, int steps, model::KernelOptions kernels = {}) {
   model::ModelShape shape = model::preset_shape("tiny");
   shape.vocab_size = 1000;
   model::LoraSpec lora = model::make_lora_spec(true, 8, 16, 0.1, false, {"q", "k", "v", "o", "gate", "up", "down"});
   model::ModelLayout layout = model::build_layout(shape, lora);
+  layout.kernels = kernels;
   strategy::StrategySpec spec;
   spec.name = "single";
   auto s = strategy::TrainingStrategy::create(spec, layout, dtype, nullptr, &dev);
@@ -89,14 +90,14 @@ TEST(GpuModel, Bf16TrainingFollowsTheCpuReference) {
   const Trained cpu = train_single(device::cpu_device(), at::kBFloat16, 4);
   // With each attention kernel a GPU can run in bf16 (model.cuda_attention; auto is flash).
   for (model::CudaAttention kernel : {model::CudaAttention::kFlash, model::CudaAttention::kEfficient}) {
-    model::set_cuda_attention(kernel);
-    const Trained cuda = train_single(gpu(), at::kBFloat16, 4);
+    model::KernelOptions k;
+    k.cuda_attention = kernel;
+    const Trained cuda = train_single(gpu(), at::kBFloat16, 4, k);
     const char* name = kernel == model::CudaAttention::kFlash ? "flash" : "efficient";
     for (size_t i = 0; i < cpu.loss.size(); ++i)
       EXPECT_NEAR(cuda.loss[i], cpu.loss[i], 2e-2) << name << ", step " << i;
     EXPECT_LE(lbtest::norm_rel(cuda.params, cpu.params), 2e-2) << name;
   }
-  model::set_cuda_attention(model::CudaAttention::kAuto);
 }
 
 // Each CUDA attention kernel against libtorch's CPU kernel in fp32 on the same q|k|v rows, with grouped
@@ -107,8 +108,9 @@ TEST(GpuAttention, EachKernelMatchesTheCpuKernel) {
   at::manual_seed(11);
   const at::Tensor qkv = at::randn({B * T, (H + 2 * K) * d}), dout = at::randn({B * T, H * d});
   at::Tensor lse;
-  const at::Tensor out = model::attention_forward(qkv, B, T, H, K, d, &lse);
-  const at::Tensor dqkv = model::attention_backward(dout, qkv, out, lse, B, T, H, K, d);
+  const model::KernelOptions cpu;
+  const at::Tensor out = model::attention_forward(cpu, qkv, B, T, H, K, d, &lse);
+  const at::Tensor dqkv = model::attention_backward(cpu, dout, qkv, out, lse, B, T, H, K, d);
   const auto dev = device::torch_device(gpu());
   struct Case {
     model::CudaAttention kernel;
@@ -120,11 +122,12 @@ TEST(GpuAttention, EachKernelMatchesTheCpuKernel) {
                         Case{model::CudaAttention::kAuto, at::kBFloat16, "auto bf16 (flash)"},
                         Case{model::CudaAttention::kFlash, at::kBFloat16, "flash bf16"},
                         Case{model::CudaAttention::kEfficient, at::kBFloat16, "efficient bf16"}}) {
-    model::set_cuda_attention(c.kernel);
+    model::KernelOptions k;
+    k.cuda_attention = c.kernel;
     const at::Tensor g_qkv = qkv.to(dev, c.dt), g_dout = dout.to(dev, c.dt);
     at::Tensor g_lse;
-    const at::Tensor g_out = model::attention_forward(g_qkv, B, T, H, K, d, &g_lse);
-    const at::Tensor g_dqkv = model::attention_backward(g_dout, g_qkv, g_out, g_lse, B, T, H, K, d);
+    const at::Tensor g_out = model::attention_forward(k, g_qkv, B, T, H, K, d, &g_lse);
+    const at::Tensor g_dqkv = model::attention_backward(k, g_dout, g_qkv, g_out, g_lse, B, T, H, K, d);
     const double tol = c.dt == at::kFloat ? 1e-4 : 2e-2;
     auto rel = [](const at::Tensor& a, const at::Tensor& b) {
       return (a.to(at::kCPU, at::kFloat) - b).abs().max().item<double>() / b.abs().max().item<double>();
@@ -133,9 +136,9 @@ TEST(GpuAttention, EachKernelMatchesTheCpuKernel) {
     EXPECT_LE(rel(g_dqkv, dqkv), tol) << c.name << ": d(qkv)";
   }
   // FlashAttention-2 has no fp32 kernel: asked for, it is refused, not replaced.
-  model::set_cuda_attention(model::CudaAttention::kFlash);
-  EXPECT_THROW(model::attention_forward(qkv.to(dev), B, T, H, K, d, &lse), Error);
-  model::set_cuda_attention(model::CudaAttention::kAuto);
+  model::KernelOptions flash;
+  flash.cuda_attention = model::CudaAttention::kFlash;
+  EXPECT_THROW(model::attention_forward(flash, qkv.to(dev), B, T, H, K, d, &lse), Error);
 }
 
 // lorabench's CUDA kernels (model.fused_kernels = true) against the device-generic ATen compositions
@@ -161,26 +164,24 @@ TEST(GpuKernels, OwnCudaKernelsMatchTheAtenCompositions) {
     const at::Tensor angle = at::rand({T, d / 2}, f32) * 6;
     const at::Tensor cos = at::cos(angle), sin = at::sin(angle);
     auto run = [&](bool fused) {
-      model::set_fused_cpu_kernels(fused);
       std::vector<at::Tensor> out;
       at::Tensor r;
-      out.push_back(model::kernels::rmsnorm_forward(x, w, 1e-6, &r));
+      out.push_back(model::kernels::rmsnorm_forward(fused, x, w, 1e-6, &r));
       out.push_back(r);
-      out.push_back(model::kernels::swiglu_forward(gu));
-      out.push_back(model::kernels::swiglu_backward(gu, da));
+      out.push_back(model::kernels::swiglu_forward(fused, gu));
+      out.push_back(model::kernels::swiglu_backward(fused, gu, da));
       at::Tensor q = qkv.clone();
-      model::kernels::rope_qkv(q, cos, sin, B, T, H, K, d, false);
+      model::kernels::rope_qkv(fused, q, cos, sin, B, T, H, K, d, false);
       out.push_back(q.clone());
-      model::kernels::rope_qkv(q, cos, sin, B, T, H, K, d, true);
+      model::kernels::rope_qkv(fused, q, cos, sin, B, T, H, K, d, true);
       out.push_back(q);
       at::Tensor m = at::full({N}, -1.0, f32), se = at::ones({N}, f32), rescale = at::empty({N}, f32);
       at::Tensor zt = at::zeros({N}, f32), p;
-      model::kernels::online_softmax_chunk(z, m, se, rescale, p, target, zt);
+      model::kernels::online_softmax_chunk(fused, z, m, se, rescale, p, target, zt);
       for (const at::Tensor& t : {m, se, rescale, zt, p.narrow(0, 0, N * C)}) out.push_back(t.clone());
       return out;
     };
     const std::vector<at::Tensor> mine = run(true), aten = run(false);
-    model::set_fused_cpu_kernels(true);
     const char* names[] = {"rmsnorm y", "rmsnorm rstd", "swiglu", "swiglu backward", "rope", "rope inverse",
                            "softmax m", "softmax se", "softmax rescale", "softmax zt", "softmax p"};
     for (size_t i = 0; i < mine.size(); ++i) expect_close(mine[i], aten[i], names[i]);

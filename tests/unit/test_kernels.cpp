@@ -52,32 +52,30 @@ TEST(Kernels, SwigluMatchesTheUnfusedFormula) {
     at::Tensor gu = (at::randn({37, 2 * 133}) * 4).to(dt);  // odd sizes: vector tails
     at::Tensor da = at::randn({37, 133}).to(dt);
     const double tol = dt == at::kFloat ? 2e-6 : 1e-2;
-    EXPECT_LE(max_rel(kernels::swiglu_forward(gu), swiglu_ref(gu)), tol) << c10::toString(dt);
-    EXPECT_LE(max_rel(kernels::swiglu_backward(gu, da), swiglu_back_ref(gu, da)), tol) << c10::toString(dt);
+    EXPECT_LE(max_rel(kernels::swiglu_forward(true, gu), swiglu_ref(gu)), tol) << c10::toString(dt);
+    EXPECT_LE(max_rel(kernels::swiglu_backward(true, gu, da), swiglu_back_ref(gu, da)), tol) << c10::toString(dt);
     // The backward's copy of the forward's output (the down projection's input) is the forward's, bit for bit,
     // and leaves dgu as it is without it; on the fused kernels and on the device-generic path.
     for (bool fused : {true, false}) {
-      set_fused_cpu_kernels(fused);
       at::Tensor a;
-      const at::Tensor dgu = kernels::swiglu_backward(gu, da, &a);
-      EXPECT_TRUE(at::equal(a, kernels::swiglu_forward(gu))) << c10::toString(dt) << " fused " << fused;
-      EXPECT_TRUE(at::equal(dgu, kernels::swiglu_backward(gu, da))) << c10::toString(dt) << " fused " << fused;
+      const at::Tensor dgu = kernels::swiglu_backward(fused, gu, da, &a);
+      EXPECT_TRUE(at::equal(a, kernels::swiglu_forward(fused, gu))) << c10::toString(dt) << " fused " << fused;
+      EXPECT_TRUE(at::equal(dgu, kernels::swiglu_backward(fused, gu, da))) << c10::toString(dt) << " fused " << fused;
     }
-    set_fused_cpu_kernels(true);
   }
 }
 
 TEST(Kernels, SwigluExtremesAndNan) {
   at::Tensor gu = at::tensor({-200.f, -30.f, 0.f, 30.f, 200.f, NAN, 1.f, 1.f, 1.f, 1.f, 1.f, 1.f}).view({1, 12});
-  at::Tensor a = kernels::swiglu_forward(gu);
+  at::Tensor a = kernels::swiglu_forward(true, gu);
   EXPECT_NEAR(a[0][0].item<float>(), 0.f, 1e-23);   // silu(-200) = -200 e^-200; the kernel floors sigmoid at 8.8e-27
   EXPECT_NEAR(a[0][3].item<float>(), 30.f, 1e-4);   // silu(30) ~ 30
   EXPECT_NEAR(a[0][4].item<float>(), 200.f, 1e-3);
   EXPECT_TRUE(std::isnan(a[0][5].item<float>())) << "a NaN must stay a NaN";
-  at::Tensor d = kernels::swiglu_backward(gu, at::ones({1, 6}));
+  at::Tensor d = kernels::swiglu_backward(true, gu, at::ones({1, 6}));
   EXPECT_TRUE(std::isnan(d[0][5].item<float>()));
   EXPECT_TRUE(at::isfinite(d.narrow(1, 0, 5)).all().item<bool>());
-  at::Tensor bf = kernels::swiglu_forward(gu.to(at::kBFloat16));
+  at::Tensor bf = kernels::swiglu_forward(true, gu.to(at::kBFloat16));
   EXPECT_TRUE(std::isnan(bf[0][5].item<float>()));
 }
 
@@ -94,8 +92,8 @@ TEST(Kernels, SwigluMeetsNoSubnormalNumbers) {
   for (auto dt : {at::kFloat, at::kBFloat16}) {
     at::Tensor gu = (at::randn({16, 2 * 515}) * 8).clamp(-60, 60).to(dt), da = at::randn({16, 515}).to(dt);
     _mm_setcsr(_mm_getcsr() & ~0x3fu);
-    at::Tensor a = kernels::swiglu_forward(gu);
-    at::Tensor dgu = kernels::swiglu_backward(gu, da);
+    at::Tensor a = kernels::swiglu_forward(true, gu);
+    at::Tensor dgu = kernels::swiglu_backward(true, gu, da);
     const unsigned flags = _mm_getcsr() & 0x3fu;
     EXPECT_EQ(flags & 0x02u, 0u) << c10::toString(dt) << ": a subnormal operand (MXCSR DE)";
     EXPECT_EQ(flags & 0x10u, 0u) << c10::toString(dt) << ": a subnormal result (MXCSR UE)";
@@ -111,13 +109,13 @@ TEST(Kernels, RmsnormMatchesTheReference) {
     at::Tensor x = (at::randn({19, 77}) * 3).to(dt), w = (at::randn({77}) + 1).to(dt);
     at::Tensor dy = at::randn({19, 77}).to(dt), res = at::randn({19, 77}).to(dt);
     at::Tensor r1, r2;
-    at::Tensor y1 = kernels::rmsnorm_forward(x, w, 1e-6, &r1);
+    at::Tensor y1 = kernels::rmsnorm_forward(true, x, w, 1e-6, &r1);
     at::Tensor y2 = rmsnorm_forward_reference(x, w, 1e-6, &r2);
     const double tol = dt == at::kFloat ? 2e-6 : 1e-2;
     EXPECT_LE(max_rel(y1, y2), tol);
     EXPECT_LE(max_rel(r1, r2), 2e-6);
     at::Tensor dw1 = at::zeros({77}), dw2 = at::zeros({77});
-    at::Tensor dx1 = kernels::rmsnorm_backward(dy, x, w, r2, dw1, res);
+    at::Tensor dx1 = kernels::rmsnorm_backward(true, dy, x, w, r2, dw1, res);
     at::Tensor dx2 = (rmsnorm_backward_reference(dy, x, w, r2, dw2) + res).to(dt);
     EXPECT_LE(max_rel(dx1, dx2), dt == at::kFloat ? 1e-5 : 2e-2) << c10::toString(dt);
     EXPECT_LE(max_rel(dw1, dw2), 1e-5);
@@ -142,13 +140,13 @@ TEST(Kernels, HeadSoftmaxChunkMatchesTheFormula) {
       at::Tensor m = at::full({N}, -std::numeric_limits<float>::infinity()), se = at::zeros({N}),
                  rescale = at::empty({N}), zt = at::zeros({N}), p;
       const at::Tensor target = at::arange(N, at::kLong).remainder(C + 1);  // some rows' target lies outside
-      kernels::online_softmax_chunk(z1, m, se, rescale, p, target, zt);
+      kernels::online_softmax_chunk(true, z1, m, se, rescale, p, target, zt);
       const at::Tensor z1d = z1.to(at::kDouble), m1 = z1d.amax(1);
       EXPECT_TRUE(at::equal(m.to(at::kDouble), m1)) << c10::toString(dt) << " C=" << C;
       const at::Tensor p1 = (z1d - m1.unsqueeze(1)).exp();
       EXPECT_LE(max_rel(p.narrow(0, 0, N * C).view({N, C}), p1), dt == at::kFloat ? 1e-6 : 4e-3) << C;
       EXPECT_LE(max_rel(se, p1.sum(1)), 1e-6) << c10::toString(dt) << " C=" << C;
-      kernels::online_softmax_chunk(z2, m, se, rescale, p, target, zt);
+      kernels::online_softmax_chunk(true, z2, m, se, rescale, p, target, zt);
       const at::Tensor z2d = z2.to(at::kDouble), m2 = at::maximum(m1, z2d.amax(1));
       EXPECT_TRUE(at::equal(m.to(at::kDouble), m2)) << c10::toString(dt) << " C=" << C;
       EXPECT_LE(max_rel(rescale, (m1 - m2).exp()), 1e-6) << C;
@@ -164,7 +162,7 @@ TEST(Kernels, HeadSoftmaxChunkMatchesTheFormula) {
     z[1][col] = std::numeric_limits<float>::quiet_NaN();
     at::Tensor m = at::full({2}, -std::numeric_limits<float>::infinity()), se = at::zeros({2}),
                rescale = at::empty({2}), zt = at::zeros({2}), p;
-    kernels::online_softmax_chunk(z, m, se, rescale, p, at::full({2}, -1, at::kLong), zt);
+    kernels::online_softmax_chunk(true, z, m, se, rescale, p, at::full({2}, -1, at::kLong), zt);
     EXPECT_TRUE(std::isfinite(se[0].item<float>())) << col;
     EXPECT_TRUE(std::isnan(se[1].item<float>())) << col;
   }
@@ -251,10 +249,10 @@ AttentionRun run_attention(CpuKernel k, const at::Tensor& qkv, const at::Tensor&
                            int64_t K, int64_t d) {
   AttentionRun r;
   if (k == CpuKernel::kFlash) {
-    set_cpu_attention(CpuAttention::kFlash);
-    r.out = attention_forward(qkv, B, T, H, K, d, &r.lse);
-    r.dqkv = attention_backward(dout, qkv, r.out, r.lse, B, T, H, K, d);
-    set_cpu_attention(CpuAttention::kAuto);
+    KernelOptions flash;
+    flash.cpu_attention = CpuAttention::kFlash;
+    r.out = attention_forward(flash, qkv, B, T, H, K, d, &r.lse);
+    r.dqkv = attention_backward(flash, dout, qkv, r.out, r.lse, B, T, H, K, d);
     return r;
   }
   const auto g =
@@ -365,17 +363,17 @@ TEST(Attention, BlockedKernelWithBrgemm) {
 // libtorch's flash kernel for fp32; blocked is refused for fp32, and where the CPU cannot run it.
 TEST(Attention, CpuKernelChoice) {
   const bool blocked = cpu_blocked_attention_available();
-  EXPECT_EQ(attention_kernel(false, true), blocked ? "cpu_blocked" : "cpu_flash");
-  EXPECT_EQ(attention_kernel(false, false), "cpu_flash");
-  set_cpu_attention(CpuAttention::kFlash);
-  EXPECT_EQ(attention_kernel(false, true), "cpu_flash");
-  set_cpu_attention(CpuAttention::kBlocked);
-  EXPECT_THROW(attention_kernel(false, false), lorabench::Error);
+  KernelOptions k;
+  EXPECT_EQ(attention_kernel(k, false, true), blocked ? "cpu_blocked" : "cpu_flash");
+  EXPECT_EQ(attention_kernel(k, false, false), "cpu_flash");
+  k.cpu_attention = CpuAttention::kFlash;
+  EXPECT_EQ(attention_kernel(k, false, true), "cpu_flash");
+  k.cpu_attention = CpuAttention::kBlocked;
+  EXPECT_THROW(attention_kernel(k, false, false), lorabench::Error);
   if (blocked)
-    EXPECT_EQ(attention_kernel(false, true), "cpu_blocked");
+    EXPECT_EQ(attention_kernel(k, false, true), "cpu_blocked");
   else
-    EXPECT_THROW(attention_kernel(false, true), lorabench::Error);
-  set_cpu_attention(CpuAttention::kAuto);
+    EXPECT_THROW(attention_kernel(k, false, true), lorabench::Error);
   EXPECT_EQ(parse_cpu_attention("blocked"), CpuAttention::kBlocked);
   EXPECT_THROW(parse_cpu_attention("fast"), lorabench::Error);
 }

@@ -1,6 +1,12 @@
 // The hand-written backward against an autograd oracle: an independent plain-ops Qwen2 (written here
 // from the transformers code, not from src/model) differentiated by libtorch's autograd.
 #include <gtest/gtest.h>
+
+#include <ATen/record_function.h>
+
+#include <atomic>
+#include <functional>
+#include <optional>
 #include <torch/torch.h>
 
 #include "lorabench/model/dense.hpp"
@@ -111,7 +117,9 @@ Batch make_batch(int64_t vocab, int64_t B, int64_t T) {
   return b;
 }
 
-double run_ours(model::DenseModel& dm, const Batch& b, bool checkpointing, bool fused_kernels = true) {
+// One micro-step of `dm` with its own kernel settings, or with the fused kernels switched as given (the
+// layout a step takes carries them: a copy of dm's with another setting runs the other kernels).
+double run_ours(model::DenseModel& dm, const Batch& b, bool checkpointing, std::optional<bool> fused_kernels = {}) {
   model::MicroBatch mb;
   mb.ids = b.ids;
   mb.targets = model::shift_targets(b.labels);
@@ -121,9 +129,9 @@ double run_ours(model::DenseModel& dm, const Batch& b, bool checkpointing, bool 
   opt.activation_checkpointing = checkpointing;
   opt.head_chunk = 40;  // several vocabulary chunks, the last one partial
   dm.zero_grad();
-  model::set_fused_cpu_kernels(fused_kernels);
-  auto r = model::forward_backward(dm.layout(), dm, mb, opt);
-  model::set_fused_cpu_kernels(true);
+  model::ModelLayout m = dm.layout();
+  if (fused_kernels) m.kernels.fused = *fused_kernels;
+  auto r = model::forward_backward(m, dm, mb, opt);
   return r.loss() / double(r.tokens());
 }
 
@@ -225,9 +233,66 @@ TEST(ModelGrads, DeviceGenericPathMatchesFusedKernels) {
         ++checked;
       }
       EXPECT_GE(checked, 2) << what;
-      EXPECT_TRUE(model::fused_cpu_kernels()) << "the switch must be back on";
     }
   }
+}
+
+std::vector<at::Tensor> grads_of(model::DenseModel& dm) {
+  std::vector<at::Tensor> g;
+  for (auto& t : dm.grad_flats()) g.push_back(t.defined() ? t.clone() : t);
+  return g;
+}
+
+bool same_grads(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  for (size_t u = 0; u < a.size(); ++u)
+    if (a[u].defined() && !at::equal(a[u], b[u])) return false;
+  return true;
+}
+
+// How many fused SwiGLU kernels ran while `f` did: the fused CPU kernel opens the profiler range
+// "lb::swiglu" (model/profile_scope.hpp), the device-generic composition does not.
+int fused_swiglu_calls(const std::function<void()>& f) {
+  static std::atomic<int> calls{0};
+  calls = 0;
+  const at::CallbackHandle h = at::addGlobalCallback(
+      at::RecordFunctionCallback([](const at::RecordFunction& fn) -> std::unique_ptr<at::ObserverContext> {
+        if (std::string(fn.name()) == "lb::swiglu") ++calls;
+        return nullptr;
+      }).scopes({at::RecordScope::USER_SCOPE}));
+  f();
+  at::removeCallback(h);
+  return calls;
+}
+
+// The kernels travel with each model's layout, not through a process-wide switch: two models of one process,
+// one on the fused kernels and one on the device-generic path, each run their own, whatever ran before.
+TEST(ModelGrads, TwoModelsWithDifferentKernelsInOneProcess) {
+  model::LoraSpec lora = model::make_lora_spec(true, 4, 8, 0, false, {"q", "k", "v", "o", "gate", "up", "down"});
+  model::ModelLayout fused_layout = model::build_layout(small_shape(), lora), generic_layout = fused_layout;
+  generic_layout.kernels.fused = false;
+  model::DenseModel fused(fused_layout, at::kBFloat16), generic(generic_layout, at::kBFloat16);
+  fused.init_random(13);
+  generic.init_random(13);
+  for (size_t u = 0; u < fused.trainable_flats().size(); ++u)
+    if (fused.trainable_flats()[u].defined()) {
+      fused.trainable_flats()[u].normal_(0, 0.1);
+      generic.trainable_flats()[u].copy_(fused.trainable_flats()[u]);
+    }
+  Batch b = make_batch(97, 2, 9);
+  const int layers = int(small_shape().layers);
+  double f1 = 0, g1 = 0, f2 = 0;
+  // Forward and backward of each layer: two fused SwiGLU calls per layer, or none.
+  EXPECT_EQ(fused_swiglu_calls([&] { f1 = run_ours(fused, b, false); }), 2 * layers);
+  const auto gf1 = grads_of(fused);
+  EXPECT_EQ(fused_swiglu_calls([&] { g1 = run_ours(generic, b, false); }), 0);
+  const auto gg1 = grads_of(generic);
+  EXPECT_EQ(fused_swiglu_calls([&] { f2 = run_ours(fused, b, false); }), 2 * layers);  // after the generic one
+  EXPECT_EQ(f1, f2);
+  EXPECT_TRUE(same_grads(gf1, grads_of(fused)));
+  EXPECT_NEAR(f1, g1, 2e-2 * std::abs(f1));
+  // A step given the other setting runs the other kernels on the same weights.
+  EXPECT_EQ(fused_swiglu_calls([&] { run_ours(fused, b, false, /*fused_kernels=*/false); }), 0);
+  EXPECT_TRUE(same_grads(gg1, grads_of(fused)));
 }
 
 TEST(ModelGrads, FusedHeadMatchesUnfusedReference) {
@@ -238,7 +303,7 @@ TEST(ModelGrads, FusedHeadMatchesUnfusedReference) {
     at::Tensor t = torch::randint(301, {37}, torch::kLong);
     t.index_put_({torch::indexing::Slice(0, 5)}, -100);
     at::Tensor dE1 = torch::zeros({301, 16}), dE2 = torch::zeros({301, 16});
-    auto fused = model::head_loss(h, e, t, 0.25, dE1, 64);
+    auto fused = model::head_loss(model::KernelOptions{}, h, e, t, 0.25, dE1, 64);
     auto plain = model::head_loss_reference(h, e, t, 0.25, dE2);
     EXPECT_EQ(fused.counted.item<int64_t>(), 32);
     const double tol = dt == at::kFloat ? 1e-5 : 2e-2;

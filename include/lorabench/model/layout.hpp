@@ -60,10 +60,30 @@ struct UnitLayout {
   const Slot* find_trainable(const std::string& name) const;  // nullptr when absent
 };
 
+// Which kernels a model runs (model.fused_kernels, model.cuda_attention, model.cpu_attention). They travel
+// with the model's layout, so two models in one process may run different kernels (no process-wide switch).
+// The attention kernel of CUDA tensors: kAuto = FlashAttention-2 for bf16, the memory-efficient kernel for
+// fp32 (which FlashAttention has no kernel for); kFlash asks for FlashAttention-2 (bf16 only); kEfficient
+// for the memory-efficient kernel in either dtype.
+enum class CudaAttention { kAuto, kFlash, kEfficient };
+// The attention kernel of CPU tensors: kAuto = lorabench's blocked kernel for bf16 where the CPU has
+// brgemm's bf16 route (AVX-512 BF16), libtorch's CPU flash kernel otherwise and for fp32; kFlash asks for
+// libtorch's; kBlocked for lorabench's (bf16 only, and only where cpu_blocked_attention_available()).
+enum class CpuAttention { kAuto, kFlash, kBlocked };
+struct KernelOptions {
+  // The elementwise parts of the layer and the head (RMSNorm, RoPE, SwiGLU, the online softmax):
+  // lorabench's fused kernels (CPU kernels on CPU tensors, CUDA kernels on CUDA tensors in CUDA builds),
+  // or with false the device-generic ATen compositions on either.
+  bool fused = true;
+  CudaAttention cuda_attention = CudaAttention::kAuto;
+  CpuAttention cpu_attention = CpuAttention::kAuto;
+};
+
 struct ModelLayout {
   ModelShape shape;
   LoraSpec lora;
   bool full_finetune = false;
+  KernelOptions kernels;           // default: the fused kernels, automatic attention
   std::vector<UnitLayout> units;   // embed, layers.0 .. layers.L-1, final[, lm_head]
   int final_unit() const { return static_cast<int>(shape.layers) + 1; }
   // The unit whose matrix is the LM head: the embedding (0) when tied, else lm_head (the last).

@@ -102,37 +102,21 @@ at::Tensor layer_forward(const LayerContext& ctx, const LayerWeights& w, const a
 at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGrads& g, LayerCache& cache,
                           const at::Tensor& dy);
 
-// RMSNorm: y = w * (x / rms(x)).to(dt), statistics in fp32. rstd receives (N, 1). (A fused kernel; the
-// *_reference versions are the same math in plain ATen ops, for tests.)
-// The elementwise parts of the layer and the head (RMSNorm, RoPE, SwiGLU, the online softmax): lorabench's
-// fused kernels (the default: CPU kernels on CPU tensors, CUDA kernels on CUDA tensors in CUDA builds) or,
-// with false, the device-generic ATen compositions on either (model.fused_kernels; process-wide).
-void set_fused_cpu_kernels(bool enabled);
-bool fused_cpu_kernels();
-
-// The attention kernel of CUDA tensors (model.cuda_attention; process-wide): kAuto = FlashAttention-2 for
-// bf16, the memory-efficient kernel for fp32 (which FlashAttention has no kernel for); kFlash asks for
-// FlashAttention-2 (bf16 only); kEfficient for the memory-efficient kernel in either dtype.
-enum class CudaAttention { kAuto, kFlash, kEfficient };
-void set_cuda_attention(CudaAttention kernel);
-CudaAttention parse_cuda_attention(const std::string& name);  // auto | flash | efficient
-// The attention kernel of CPU tensors (model.cpu_attention; process-wide): kAuto = lorabench's blocked
-// kernel for bf16 where the CPU has brgemm's bf16 route (AVX-512 BF16), libtorch's CPU flash kernel
-// otherwise and for fp32; kFlash asks for libtorch's; kBlocked for lorabench's (bf16 only, and only where
-// cpu_blocked_attention_available()).
-enum class CpuAttention { kAuto, kFlash, kBlocked };
-void set_cpu_attention(CpuAttention kernel);
-CpuAttention parse_cpu_attention(const std::string& name);  // auto | flash | blocked
+// The kernel settings (KernelOptions, layout.hpp) from their names: auto | flash | efficient, and
+// auto | flash | blocked.
+CudaAttention parse_cuda_attention(const std::string& name);
+CpuAttention parse_cpu_attention(const std::string& name);
 bool cpu_blocked_attention_available();
-// The attention kernel a model of this dtype runs, for the run file: "flash" or "efficient" on a GPU (after
-// set_cuda_attention); on the CPU (after set_cpu_attention) "cpu_blocked" (lorabench's) or "cpu_flash"
-// (libtorch's CPU flash kernel).
-std::string attention_kernel(bool cuda, bool bf16);
+// The attention kernel a model of this dtype runs with `k`, for the run file: "flash" or "efficient" on a
+// GPU; on the CPU "cpu_blocked" (lorabench's) or "cpu_flash" (libtorch's CPU flash kernel).
+std::string attention_kernel(const KernelOptions& k, bool cuda, bool bf16);
 
-at::Tensor rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);
+// RMSNorm: y = w * (x / rms(x)).to(dt), statistics in fp32. rstd receives (N, 1). (A fused kernel unless
+// k.fused is false; the *_reference versions are the same math in plain ATen ops, for tests.)
+at::Tensor rmsnorm_forward(const KernelOptions& k, const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);
 // Returns dx; accumulates dw into dw_acc (fp32) when defined.
-at::Tensor rmsnorm_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
-                            const at::Tensor& dw_acc);
+at::Tensor rmsnorm_backward(const KernelOptions& k, const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& rstd, const at::Tensor& dw_acc);
 at::Tensor rmsnorm_forward_reference(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);
 at::Tensor rmsnorm_backward_reference(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
                                       const at::Tensor& rstd, const at::Tensor& dw_acc);
@@ -148,8 +132,8 @@ struct HeadLoss {
   at::Tensor counted;   // int64: tokens with a target
   at::Tensor dh;
 };
-HeadLoss head_loss(const at::Tensor& h, const at::Tensor& emb, const at::Tensor& targets, double grad_scale,
-                   const at::Tensor& dE_acc, int64_t chunk = 16384);
+HeadLoss head_loss(const KernelOptions& k, const at::Tensor& h, const at::Tensor& emb, const at::Tensor& targets,
+                   double grad_scale, const at::Tensor& dE_acc, int64_t chunk = 16384);
 // The pieces of head_loss, for a strategy that holds only rows [row0, row0 + rows) of the vocabulary
 // (emb_rows) and combines the partial statistics across ranks. targets outside the range contribute
 // no target logit (ignored targets must be mapped outside every range, e.g. to -1 - row0).
@@ -158,8 +142,8 @@ struct HeadPartial {
   at::Tensor zt;     // (N) target logit where the target lies in the rows, else 0
   at::Tensor U;      // (N, D) sum of exp(z - m) * E_row
 };
-HeadPartial head_partial(const at::Tensor& h, const at::Tensor& emb_rows, int64_t row0, const at::Tensor& targets,
-                         int64_t chunk);
+HeadPartial head_partial(const KernelOptions& k, const at::Tensor& h, const at::Tensor& emb_rows, int64_t row0,
+                         const at::Tensor& targets, int64_t chunk);
 // Combining partial statistics: given the common max M (N, 1) over all ranks' rows, f = exp(m - M) rescales
 // this caller's se and U (0 where it holds no rows); the ranks then sum se * f and zt.
 at::Tensor head_rescale(const HeadPartial& hp, const at::Tensor& M);
@@ -184,7 +168,7 @@ HeadTerms head_terms(const HeadPartial& hp, const at::Tensor& f, const at::Tenso
 struct HeadReductions {
   std::function<void(at::Tensor&)> max, sum;
 };
-HeadTerms sharded_head_terms(const at::Tensor& h_all, const at::Tensor& emb_rows, int64_t row0,
+HeadTerms sharded_head_terms(const KernelOptions& k, const at::Tensor& h_all, const at::Tensor& emb_rows, int64_t row0,
                              const at::Tensor& targets, const at::Tensor& valid, double grad_scale, int64_t chunk,
                              const HeadReductions& across_ranks);
 // dE_rows += token_scale * (softmax - onehot)^T h over the rows, given the final log-sum-exp (N, 1).

@@ -22,6 +22,10 @@ model::ModelShape model_shape_of(const RunConfig& c);  // the preset's, or model
 model::LoraSpec lora_spec_of(const RunConfig& c);      // lora.*
 at::ScalarType dtype_of(const RunConfig& c);           // model.dtype
 metrics::TransformerShape flops_shape(const model::ModelShape& s);
+// model.fused_kernels, model.cuda_attention, model.cpu_attention.
+model::KernelOptions kernel_options_of(const RunConfig& c);
+// The model a run trains: `shape` (model_shape_of, or a cut-down copy of it) with the run's LoRA and kernels.
+model::ModelLayout layout_of(const RunConfig& c, const model::ModelShape& shape);
 
 // train.micro_batch, train.grad_accum, data.seq_len and the job's data-parallel ranks.
 data::BatchGeometry batch_geometry_of(const RunConfig& c, int world_size);
