@@ -317,119 +317,155 @@ int64_t activation_lower_bound(const RunConfig& c) {
   return layers * per_layer + N * D * ds;
 }
 
+namespace {
+
+// What every row of a plan is computed from.
+struct PlanInputs {
+  const RunConfig& c;
+  const PlanOptions& o;
+  const ProbeResult* probe;  // null: the activation lower bound, no time
+  model::ModelShape shape;
+  model::ModelLayout layout;
+  at::ScalarType dtype;
+  int64_t ds = 0;              // bytes per element of the model dtype
+  int64_t N = 0, D = 0;        // tokens of a rank's micro-batch; hidden size
+  int accum = 1;
+  int64_t pt = 0;              // trainable parameters
+  int64_t layer_c = 0, layer_t = 0;  // the largest decoder layer unit (FSDP gathers one at a time)
+  int64_t process = 0;         // this process's RSS before anything is allocated (what every rank also holds)
+  int64_t avail_node = 0;      // memory of the node, or of one of its GPUs
+  int gpus = 1, cpus = 1;      // the node's
+};
+
+PlanInputs plan_inputs(const RunConfig& c, const PlanOptions& o, const ProbeResult* probe) {
+  PlanInputs in{c, o, probe, model_shape_of(c), {}, dtype_of(c)};
+  in.layout = layout_of(c, in.shape);
+  in.ds = at::elementSize(in.dtype);
+  const data::BatchGeometry geo = batch_geometry_of(c, 1);  // per rank: the world varies by row
+  in.N = geo.micro_batch_tokens();
+  in.D = in.shape.hidden;
+  in.accum = geo.grad_accum;
+  in.pt = in.layout.trainable_params();
+  for (const auto& u : in.layout.units) {
+    if (u.kind != model::UnitKind::kLayer) continue;
+    in.layer_c = std::max(in.layer_c, u.compute_numel);
+    in.layer_t = std::max(in.layer_t, u.trainable_numel);
+  }
+  in.process = sys::current_rss();
+  in.avail_node = o.gpu ? o.gpu_available : sys::memory_available_bytes();
+  in.gpus = std::max(1, o.gpus_per_node);
+  in.cpus = o.node_cpus > 0 ? o.node_cpus : sys::usable_cpus();
+  return in;
+}
+
+// Bytes of one FSDP decoder layer gathered: its compute weights and (LoRA) its trainable ones.
+int64_t fsdp_layer_bytes(const PlanInputs& in, int w) {
+  return round_up(in.layer_c, w) * in.ds + (in.layout.full_finetune ? 0 : round_up(in.layer_t, w) * 4);
+}
+
+// What a strategy holds beyond its model state at the step's peak.
+int64_t strategy_extra_bytes(const PlanInputs& in, const std::string& st, int w) {
+  if (st == "zero2") return in.pt * 4 - in.pt * 4 / w;  // the full gradient buffer of the micro-step, until reduce-scattered
+  if (st != "fsdp") return 0;
+  // A prefetched second layer only where prefetch is not bounded by the step's peak: bounded
+  // (parallel.prefetch_within_peak), it is never gathered while the peak is reached.
+  const int held = in.c.parallel.prefetch && !in.c.parallel.prefetch_within_peak ? 2 : 1;
+  // gathered layers + a layer's full gradient in backward + the vocabulary exchange: every rank's hidden
+  // states (W x N x D in the model dtype) and their fp32 gradient.
+  return held * fsdp_layer_bytes(in, w) + round_up(in.layer_t, w) * 4 + (w - 1) * in.N * in.D * (in.ds + 4);
+}
+
+// Memory of the row's ranks against what their node (CPU) or GPU has; returns how oversubscribed the
+// compute is (ranks per GPU, or ranks x threads per CPU) and whether the node has GPUs enough.
+double place_on_node(PlanRow& r, const PlanInputs& in, bool* enough_gpus) {
+  const PlanOptions& o = in.o;
+  *enough_gpus = true;
+  if (o.gpu) {  // each rank's memory and time are its GPU's, shared by the ranks that run on it
+    r.ranks_per_gpu = o.share_gpus ? (r.ranks_per_node + in.gpus - 1) / in.gpus : 1;
+    *enough_gpus = o.share_gpus || r.ranks_per_node <= in.gpus;
+    r.rss = -1;
+    r.reserved = r.tensor_peak + (in.probe ? in.probe->slack_bytes : 0);
+    r.available = in.avail_node >= 0 ? in.avail_node / r.ranks_per_gpu : -1;
+    r.fits = *enough_gpus && (r.available < 0 || r.reserved <= r.available);
+    return r.ranks_per_gpu;
+  }
+  r.rss = r.tensor_peak + in.process;
+  r.reserved = r.tensor_peak;
+  r.available = in.avail_node >= 0 ? in.avail_node / r.ranks_per_node : -1;
+  r.fits = r.available < 0 || r.rss <= r.available;
+  return std::max(1.0, double(r.ranks_per_node) * in.c.parallel.threads_per_rank / double(in.cpus));
+}
+
+// Seconds of a step's collectives under strategy `st` on `w` ranks, over the bus bandwidths `bw`.
+double comm_seconds(const PlanInputs& in, const std::string& st, int w, const CommBandwidth& bw) {
+  RunConfig cc = in.c;
+  cc.parallel.strategy = st;
+  const int syncs = strategy_spec_of(cc).sync_every_micro ? in.accum : 1;
+  const double grads = double(in.pt) * 4;
+  if (st == "ddp") return syncs * transfer_s(bw, "all_reduce", grads, w);
+  if (st == "zero1") return syncs * transfer_s(bw, "all_reduce", grads, w) + transfer_s(bw, "all_gather", grads, w);
+  if (st == "zero2")
+    return syncs * transfer_s(bw, "reduce_scatter", grads, w) + transfer_s(bw, "all_gather", grads, w);
+  if (st != "fsdp") return 0;
+  const double passes = in.c.parallel.reshard_after_forward ? 2 : 1;
+  const double vocab = double(w * in.N * in.D) * (2 * in.ds + 4);  // embedding out, hidden states in, their gradient
+  return in.accum * (passes * double(in.shape.layers) * transfer_s(bw, "all_gather", double(fsdp_layer_bytes(in, w)), w) +
+                     transfer_s(bw, "reduce_scatter", grads, w) + transfer_s(bw, "all_gather", vocab, w));
+}
+
+// The row's step time from the probe: compute (oversubscribed as the node is) plus the collectives.
+void predict_time(PlanRow& r, const PlanInputs& in, double oversub, const CommBandwidth& bw) {
+  const ProbeResult& p = *in.probe;
+  const bool sharded_optimizer = r.strategy == "zero1" || r.strategy == "zero2" || r.strategy == "fsdp";
+  r.compute_s = (in.accum * p.micro_s + (sharded_optimizer ? p.optimizer_s / r.world : p.optimizer_s)) * oversub;
+  // No bandwidth known (one process on a GPU, no --comm file): the collectives' time is unknown.
+  r.comm_s = r.world > 1 && !bw.known() ? NAN : comm_seconds(in, r.strategy, r.world, bw);
+  r.step_s = r.compute_s + r.comm_s;
+  r.tokens_per_s = double(r.world) * in.accum * double(in.N) / r.step_s;
+}
+
+PlanRow plan_row(const PlanInputs& in, const std::string& st, int w, const CommBandwidth& bw) {
+  const PlanOptions& o = in.o;
+  PlanRow r;
+  r.strategy = st;
+  r.world = w;
+  // Unless told: CPU ranks all on this node; GPU ranks on nodes like this one, one rank per GPU (NCCL), or
+  // all on this node sharing its GPUs (parallel.backend = mpi).
+  r.ranks_per_node = o.ranks_per_node > 0       ? std::min(w, o.ranks_per_node)
+                     : o.gpu && !o.share_gpus ? std::min(w, in.gpus)
+                                              : w;
+  const strategy::MemoryPrediction ms = strategy::predict_model_state(st, in.layout, in.dtype, w);
+  r.model_state = ms.total();
+  r.formula = ms.formula;
+  r.activations = in.probe ? in.probe->activation_bytes : activation_lower_bound(in.c);
+  r.strategy_extra = strategy_extra_bytes(in, st, w);
+  r.tensor_peak = r.model_state + r.activations + r.strategy_extra + (in.probe ? in.probe->persistent_bytes : 0);
+  bool enough_gpus = true;
+  const double oversub = place_on_node(r, in, &enough_gpus);
+  if (in.probe) predict_time(r, in, oversub, bw);
+  if (!enough_gpus)
+    r.note = strformat("needs %d GPUs per node (one rank per GPU with NCCL), a node like this one has %d; "
+                       "lower --ranks-per-node, or set parallel.backend = mpi to share them",
+                       r.ranks_per_node, in.gpus);
+  else if (!r.fits)
+    r.note = strformat("does not fit: needs %s per rank, %s available%s",
+                       format_bytes(double(o.gpu ? r.reserved : r.rss)).c_str(),
+                       format_bytes(double(r.available)).c_str(), o.gpu ? " on its GPU" : "");
+  return r;
+}
+
+}  // namespace
+
 std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const ProbeResult* probe,
                                const CommBandwidth& bw) {
-  const model::ModelShape shape = model_shape_of(c);
-  const model::ModelLayout layout = layout_of(c, shape);
-  const at::ScalarType dtype = dtype_of(c);
-  const int64_t ds = at::elementSize(dtype);
-  const data::BatchGeometry geo = batch_geometry_of(c, 1);  // per rank: the world varies by row
-  const int64_t N = geo.micro_batch_tokens(), D = shape.hidden;
-  const int64_t pt = layout.trainable_params();
-  // The largest decoder layer unit (FSDP gathers one at a time, plus one prefetched).
-  int64_t layer_c = 0, layer_t = 0;
-  for (const auto& u : layout.units) {
-    if (u.kind != model::UnitKind::kLayer) continue;
-    layer_c = std::max(layer_c, u.compute_numel);
-    layer_t = std::max(layer_t, u.trainable_numel);
-  }
-  const int64_t process = sys::current_rss();
-  const int64_t avail_node = o.gpu ? o.gpu_available : sys::memory_available_bytes();
-  const int gpus = std::max(1, o.gpus_per_node);
-  const int cpus = o.node_cpus > 0 ? o.node_cpus : sys::usable_cpus();
-  const int accum = geo.grad_accum;
-
+  const PlanInputs in = plan_inputs(c, o, probe);
   std::vector<PlanRow> rows;
   for (int w : o.worlds) {
     std::vector<std::string> strategies = o.strategies;
     if (strategies.empty())
-      strategies = w == 1 ? std::vector<std::string>{"single"}
-                          : std::vector<std::string>{"ddp", "zero1", "zero2", "fsdp"};
-    for (const auto& st : strategies) {
-      if ((st == "single") != (w == 1)) continue;
-      PlanRow r;
-      r.strategy = st;
-      r.world = w;
-      // Unless told: CPU ranks all on this node; GPU ranks on nodes like this one, one rank per GPU (NCCL), or
-      // all on this node sharing its GPUs (parallel.backend = mpi).
-      r.ranks_per_node = o.ranks_per_node > 0         ? std::min(w, o.ranks_per_node)
-                         : o.gpu && !o.share_gpus ? std::min(w, gpus)
-                                                  : w;
-      const strategy::MemoryPrediction ms = strategy::predict_model_state(st, layout, dtype, w);
-      r.model_state = ms.total();
-      r.formula = ms.formula;
-      r.activations = probe ? probe->activation_bytes : activation_lower_bound(c);
-      // What the strategy holds beyond its model state at the step's peak.
-      if (st == "zero2") {
-        r.strategy_extra = pt * 4 - pt * 4 / w;  // the full gradient buffer of the micro-step, until reduce-scattered
-      } else if (st == "fsdp") {
-        const int64_t gathered = round_up(layer_c, w) * ds + (layout.full_finetune ? 0 : round_up(layer_t, w) * 4);
-        // A prefetched second layer only where prefetch is not bounded by the step's peak: bounded
-        // (parallel.prefetch_within_peak), it is never gathered while the peak is reached.
-        const int held = c.parallel.prefetch && !c.parallel.prefetch_within_peak ? 2 : 1;
-        // gathered layers + a layer's full gradient in backward + the vocabulary exchange: every rank's
-        // hidden states (W x N x D in the model dtype) and their fp32 gradient.
-        r.strategy_extra = held * gathered + round_up(layer_t, w) * 4 + (w - 1) * N * D * (ds + 4);
-      }
-      r.tensor_peak = r.model_state + r.activations + r.strategy_extra + (probe ? probe->persistent_bytes : 0);
-      bool enough_gpus = true;
-      double oversub = 1;
-      if (o.gpu) {
-        // Each rank's memory and time are its GPU's, shared by the ranks that run on it.
-        r.ranks_per_gpu = o.share_gpus ? (r.ranks_per_node + gpus - 1) / gpus : 1;
-        enough_gpus = o.share_gpus || r.ranks_per_node <= gpus;
-        r.rss = -1;
-        r.reserved = r.tensor_peak + (probe ? probe->slack_bytes : 0);
-        r.available = avail_node >= 0 ? avail_node / r.ranks_per_gpu : -1;
-        r.fits = enough_gpus && (r.available < 0 || r.reserved <= r.available);
-        oversub = r.ranks_per_gpu;
-      } else {
-        r.rss = r.tensor_peak + process;
-        r.reserved = r.tensor_peak;
-        r.available = avail_node >= 0 ? avail_node / r.ranks_per_node : -1;
-        r.fits = r.available < 0 || r.rss <= r.available;
-        oversub = std::max(1.0, double(r.ranks_per_node) * c.parallel.threads_per_rank / double(cpus));
-      }
-      if (probe) {
-        const double opt_s = (st == "zero1" || st == "zero2" || st == "fsdp") ? probe->optimizer_s / w : probe->optimizer_s;
-        r.compute_s = (accum * probe->micro_s + opt_s) * oversub;
-        const strategy::StrategySpec spec = [&] {
-          RunConfig cc = c;
-          cc.parallel.strategy = st;
-          return strategy_spec_of(cc);
-        }();
-        const int syncs = spec.sync_every_micro ? accum : 1;
-        const double grads = double(pt) * 4;
-        double comm = 0;
-        if (st == "ddp") {
-          comm = syncs * transfer_s(bw, "all_reduce", grads, w);
-        } else if (st == "zero1") {
-          comm = syncs * transfer_s(bw, "all_reduce", grads, w) + transfer_s(bw, "all_gather", grads, w);
-        } else if (st == "zero2") {
-          comm = syncs * transfer_s(bw, "reduce_scatter", grads, w) + transfer_s(bw, "all_gather", grads, w);
-        } else if (st == "fsdp") {
-          const double layers = double(shape.layers);
-          const double per_layer = double(round_up(layer_c, w)) * ds + (layout.full_finetune ? 0 : double(round_up(layer_t, w)) * 4);
-          const double passes = c.parallel.reshard_after_forward ? 2 : 1;
-          const double vocab = double(w * N * D) * (2 * ds + 4);  // embedding out, hidden states in, their gradient
-          comm = accum * (passes * layers * transfer_s(bw, "all_gather", per_layer, w) +
-                          transfer_s(bw, "reduce_scatter", grads, w) + transfer_s(bw, "all_gather", vocab, w));
-        }
-        // No bandwidth known (one process on a GPU, no --comm file): the collectives' time is unknown.
-        r.comm_s = w > 1 && !bw.known() ? NAN : comm;
-        r.step_s = r.compute_s + r.comm_s;
-        r.tokens_per_s = double(w) * accum * double(N) / r.step_s;
-      }
-      if (!enough_gpus)
-        r.note = strformat("needs %d GPUs per node (one rank per GPU with NCCL), a node like this one has %d; "
-                           "lower --ranks-per-node, or set parallel.backend = mpi to share them",
-                           r.ranks_per_node, gpus);
-      else if (!r.fits)
-        r.note = strformat("does not fit: needs %s per rank, %s available%s",
-                           format_bytes(double(o.gpu ? r.reserved : r.rss)).c_str(),
-                           format_bytes(double(r.available)).c_str(), o.gpu ? " on its GPU" : "");
-      rows.push_back(r);
-    }
+      strategies = w == 1 ? std::vector<std::string>{"single"} : std::vector<std::string>{"ddp", "zero1", "zero2", "fsdp"};
+    for (const auto& st : strategies)
+      if ((st == "single") == (w == 1)) rows.push_back(plan_row(in, st, w, bw));
   }
   return rows;
 }

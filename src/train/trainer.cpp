@@ -34,6 +34,7 @@
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/train/checkpoint.hpp"
 #include "lorabench/train/run_specs.hpp"
+#include "run_summary.hpp"
 #include "lorabench/comm/control.hpp"
 #include "lorabench/train/state_check.hpp"
 #include "lorabench/optim/schedule.hpp"
@@ -356,6 +357,33 @@ class Trainer {
 
  private:
   int run_trial(int trial) {
+    auto strat = make_strategy(trial);
+    StepRunner runner(s_.layout, *strat, *s_.source, trial_step_config(), env_.world);
+    runner.on_phase = [this](int p, bool begin) { on_phase(p, begin); };
+    // Checkpoints (checkpoint.every) and resume (checkpoint.resume): see train/checkpoint.hpp.
+    Checkpointer ckpt(c_, s_.layout, *s_.source, env_.world, env_.run_dir, env_.run);
+    const int64_t first_step = ckpt.resume(*strat, env_.resume_from);
+    if (first_step == 0 && env_.resume_from.empty() && !c_.lora.init_from.empty()) start_from_adapter(*strat);
+    arm_signal_during_checkpoint(ckpt);
+    const int64_t steps = c_.run.steps;
+    const double trial_t0 = sys::now_s();
+    for (int64_t step = first_step; step < steps; ++step) {
+      inject_faults_before(step);
+      const StepResult r = run_step(runner, trial, step);
+      report_progress(trial, step, r, trial_t0);
+      evaluate_after(*strat, trial, step);
+      ckpt.after_step(*strat, step + 1, r.tokens);
+      if (step + 1 < steps && stop_requested()) {
+        stop_after(*strat, ckpt, step + 1);
+        break;
+      }
+    }
+    end_trial(*strat, trial);
+    return 0;
+  }
+
+  // The trial's strategy, with the weights loaded or initialised on every rank.
+  std::unique_ptr<strategy::TrainingStrategy> make_strategy(int trial) {
     auto strat = strategy::TrainingStrategy::create(s_.spec, s_.layout, s_.dtype, env_.comm, &dev_);
     strategy::InitSource src;
     src.seed = c_.run.seed;
@@ -365,7 +393,11 @@ class Trainer {
     log::info(strformat("%s: %s weights on every rank in %.1f s", strat->name(),
                         src.snapshot ? "loaded" : "initialised", sys::now_s() - ti));
     if (trial == 0) prediction_ = strat->predict_memory();
+    return strat;
+  }
 
+  // The step settings of this rank: the run's, with the trace hook and this rank's faults.
+  StepConfig trial_step_config() {
     StepConfig sc = s_.step;
     if (trace_.enabled()) {
       sc.options.on_unit = [this](const std::string& unit, model::Pass pass, double t0, double t1) {
@@ -377,117 +409,130 @@ class Trainer {
     sc.slow_factor = c_.fault.slow_rank == rank_ ? c_.fault.slow_factor : 1.0;
     if (sc.slow_factor > 1)
       log::any(strformat("fault injection: rank %d computes %.3gx slower (fault.slow_factor)", rank_, sc.slow_factor));
-    StepRunner runner(s_.layout, *strat, *s_.source, sc, env_.world);
-    runner.on_phase = [this](int p, bool begin) {
-      const auto phase = static_cast<metrics::Phase>(p);
-      if (trace_.enabled()) {
-        // Each phase as a span; "comm" is the wait for the gradient reductions after backward.
-        if (begin) {
-          phase_t0_[p] = sys::now_s();
-        } else {
-          trace_span(phase == metrics::Phase::kComm ? "gradient sync" : metrics::phase_name(phase), phase_t0_[p],
-                     sys::now_s());
-        }
-      }
+    return sc;
+  }
+
+  // A phase of the step begins or ends: the counters, and the trace's span of it.
+  void on_phase(int p, bool begin) {
+    const auto phase = static_cast<metrics::Phase>(p);
+    if (trace_.enabled()) {
+      // Each phase as a span; "comm" is the wait for the gradient reductions after backward.
       if (begin) {
-        counters_->begin(phase);
+        phase_t0_[p] = sys::now_s();
       } else {
-        counters_->end(static_cast<metrics::Phase>(p));
+        trace_span(phase == metrics::Phase::kComm ? "gradient sync" : metrics::phase_name(phase), phase_t0_[p],
+                   sys::now_s());
       }
+    }
+    if (begin) {
+      counters_->begin(phase);
+    } else {
+      counters_->end(phase);
+    }
+  }
+
+  int fault_signal() const { return c_.fault.signal == "term" ? SIGTERM : SIGUSR1; }
+
+  // fault.signal_again: the rank signals itself again while the stop checkpoint is being written.
+  void arm_signal_during_checkpoint(Checkpointer& ckpt) {
+    if (c_.fault.signal_rank != rank_ || !c_.fault.signal_again) return;
+    ckpt.before_commit = [this] {
+      if (stop::requested() == 0) return;  // only the stop checkpoint
+      log::warn(strformat("fault injection: rank %d sends itself %s again during the checkpoint write", rank_,
+                          stop::signal_name(fault_signal())));
+      std::raise(fault_signal());
     };
-    const int64_t steps = c_.run.steps;
-    // Checkpoints (checkpoint.every) and resume (checkpoint.resume): see train/checkpoint.hpp.
-    Checkpointer ckpt(c_, s_.layout, *s_.source, env_.world, env_.run_dir, env_.run);
-    const int64_t first_step = ckpt.resume(*strat, env_.resume_from);
-    if (first_step == 0 && env_.resume_from.empty() && !c_.lora.init_from.empty()) start_from_adapter(*strat);
-    double trial_t0 = sys::now_s();
-    const int fault_signal = c_.fault.signal == "term" ? SIGTERM : SIGUSR1;
-    if (c_.fault.signal_rank == rank_ && c_.fault.signal_again) {
-      ckpt.before_commit = [this, fault_signal] {
-        if (stop::requested() == 0) return;  // only the stop checkpoint
-        log::warn(strformat("fault injection: rank %d sends itself %s again during the checkpoint write", rank_,
-                            stop::signal_name(fault_signal)));
-        std::raise(fault_signal);
-      };
+  }
+
+  // fault.kill_* and fault.signal_*: this rank kills itself or signals itself before `step`.
+  void inject_faults_before(int64_t step) {
+    if (c_.fault.kill_rank == rank_ && c_.fault.kill_at_step == step) {
+      log::warn(strformat("fault injection: rank %d kills itself at step %lld", rank_, (long long)step));
+      std::raise(SIGKILL);
     }
-    for (int64_t step = first_step; step < steps; ++step) {
-      if (c_.fault.kill_rank == rank_ && c_.fault.kill_at_step == step) {
-        log::warn(strformat("fault injection: rank %d kills itself at step %lld", rank_, (long long)step));
-        std::raise(SIGKILL);
-      }
-      if (c_.fault.signal_rank == rank_ && c_.fault.signal_at_step == step) {
-        log::warn(strformat("fault injection: rank %d sends itself %s at step %lld", rank_,
-                            stop::signal_name(fault_signal), (long long)step));
-        std::raise(fault_signal);
-      }
-      std::vector<double> row(schema::kNumStepColumns, 0.0);
-      dev_.reset_peak();
-      sys::reset_peak_rss();
-      const comm::CommStats c0 = env_.comm->stats();
-      env_.comm->take_timeline();  // drops collectives between steps (checkpoints): not part of a step
-      StepResult r = runner.run(step);
-      const std::vector<comm::CollectiveTiming> timeline = env_.comm->take_timeline();
-      fill_row(row, trial, step, r, c0, env_.comm->stats());
-      row[schema::kCollectives] = double(timeline.size());
-      log_.add_timeline(timeline);
-      add_counter_rows(trial, step, counters_->take_step());
-      trace_span("step", sys::now_s() - r.times.step, sys::now_s(), 0);
-      log_.add(row);
-      const double loss = r.loss;
-      if (r.clipped) ++clipped_steps_;
-      if (r.nonfinite) {
-        if (c_.train.on_nonfinite == "stop") {
-          log_.flush();
-          throw NumericsError(r.why + " at step " + std::to_string(step) +
-                              " (train.on_nonfinite = stop; no optimizer update was applied)");
-        }
-        ++skipped_steps_;
-        log::warn(r.why + strformat(" at step %lld: update skipped on every rank", (long long)step));
-      }
-      losses_finite_ = losses_finite_ && (std::isfinite(loss) || r.nonfinite);
-      if ((step + 1) % c_.run.log_every == 0 || step + 1 == steps) {
+    if (c_.fault.signal_rank == rank_ && c_.fault.signal_at_step == step) {
+      log::warn(strformat("fault injection: rank %d sends itself %s at step %lld", rank_,
+                          stop::signal_name(fault_signal()), (long long)step));
+      std::raise(fault_signal());
+    }
+  }
+
+  // One optimizer step and its row of the run file; a non-finite step stops or is skipped (train.on_nonfinite).
+  StepResult run_step(StepRunner& runner, int trial, int64_t step) {
+    std::vector<double> row(schema::kNumStepColumns, 0.0);
+    dev_.reset_peak();
+    sys::reset_peak_rss();
+    const comm::CommStats c0 = env_.comm->stats();
+    env_.comm->take_timeline();  // drops collectives between steps (checkpoints): not part of a step
+    StepResult r = runner.run(step);
+    const std::vector<comm::CollectiveTiming> timeline = env_.comm->take_timeline();
+    fill_row(row, trial, step, r, c0, env_.comm->stats());
+    row[schema::kCollectives] = double(timeline.size());
+    log_.add_timeline(timeline);
+    add_counter_rows(trial, step, counters_->take_step());
+    trace_span("step", sys::now_s() - r.times.step, sys::now_s(), 0);
+    log_.add(row);
+    last_row_ = row;
+    if (r.clipped) ++clipped_steps_;
+    if (r.nonfinite) {
+      if (c_.train.on_nonfinite == "stop") {
         log_.flush();
-        double elapsed = sys::now_s() - trial_t0;
-        double eta = elapsed / double(step + 1) * double(steps - step - 1) +
-                     elapsed / double(step + 1) * double(steps) * double(c_.run.repeat - trial - 1);
-        log::info(progress_line(trial, c_.run.repeat, step, steps, loss, row[schema::kTokensPerS] * world_,
-                                row[schema::kStepS], row[schema::kMfu], int64_t(row[schema::kMemPeak]), eta));
+        throw NumericsError(r.why + " at step " + std::to_string(step) +
+                            " (train.on_nonfinite = stop; no optimizer update was applied)");
       }
-      if (s_.eval_source && ((step + 1) % c_.train.eval_every == 0 || step + 1 == steps)) {
-        const EvalResult e = evaluate(s_.layout, *strat, *s_.eval_source, s_.eval_samples, s_.geo.micro_batch,
-                                      s_.step.options, env_.world);
-        log::info(strformat("eval  after step %lld: loss %.4f  perplexity %.3f  (%lld samples, %lld tokens, %.2f s)",
-                            (long long)(step + 1), e.loss, std::exp(e.loss), (long long)e.samples,
-                            (long long)e.tokens, e.seconds));
-        comm::agreed_writes(env_.world, [&] {
-          if (!env_.run) return;
-          env_.run->append_eval(trial, step + 1, e.loss, e.tokens, e.samples, e.seconds);
-          env_.run->write_summary("eval_loss_last", e.loss);
-          env_.run->write_summary("eval_perplexity_last", std::exp(e.loss));
-        });
-      }
-      ckpt.after_step(*strat, step + 1, r.tokens);
-      if (step + 1 < steps && stop_requested()) {
-        stop_after(*strat, ckpt, step + 1);
-        break;
-      }
+      ++skipped_steps_;
+      log::warn(r.why + strformat(" at step %lld: update skipped on every rank", (long long)step));
     }
-    strategy::FullState st = strat->gather_state();
+    losses_finite_ = losses_finite_ && (std::isfinite(r.loss) || r.nonfinite);
+    return r;
+  }
+
+  // Every run.log_every steps: the rows to the run file and one progress line.
+  void report_progress(int trial, int64_t step, const StepResult& r, double trial_t0) {
+    const int64_t steps = c_.run.steps;
+    if ((step + 1) % c_.run.log_every != 0 && step + 1 != steps) return;
+    log_.flush();
+    const double elapsed = sys::now_s() - trial_t0;
+    const double eta = elapsed / double(step + 1) * double(steps - step - 1) +
+                       elapsed / double(step + 1) * double(steps) * double(c_.run.repeat - trial - 1);
+    const std::vector<double>& row = last_row_;
+    log::info(progress_line(trial, c_.run.repeat, step, steps, r.loss, row[schema::kTokensPerS] * world_,
+                            row[schema::kStepS], row[schema::kMfu], int64_t(row[schema::kMemPeak]), eta));
+  }
+
+  // Every train.eval_every steps and after the last: the held-out loss, logged and in the run file.
+  void evaluate_after(strategy::TrainingStrategy& strat, int trial, int64_t step) {
+    if (!s_.eval_source || ((step + 1) % c_.train.eval_every != 0 && step + 1 != c_.run.steps)) return;
+    const EvalResult e = evaluate(s_.layout, strat, *s_.eval_source, s_.eval_samples, s_.geo.micro_batch,
+                                  s_.step.options, env_.world);
+    log::info(strformat("eval  after step %lld: loss %.4f  perplexity %.3f  (%lld samples, %lld tokens, %.2f s)",
+                        (long long)(step + 1), e.loss, std::exp(e.loss), (long long)e.samples, (long long)e.tokens,
+                        e.seconds));
+    comm::agreed_writes(env_.world, [&] {
+      if (!env_.run) return;
+      env_.run->append_eval(trial, step + 1, e.loss, e.tokens, e.samples, e.seconds);
+      env_.run->write_summary("eval_loss_last", e.loss);
+      env_.run->write_summary("eval_perplexity_last", std::exp(e.loss));
+    });
+  }
+
+  // The trial's end: the gathered state checked against what each rank holds; the last trial's outputs.
+  void end_trial(strategy::TrainingStrategy& strat, int trial) {
+    strategy::FullState st = strat.gather_state();
     for (auto* v : {&st.params, &st.exp_avg, &st.exp_avg_sq})  // host copies for the check and the outputs
       for (auto& t : *v)
         if (t.defined()) t = t.to(at::kCPU);
     if (c_.fault.drift_rank == rank_) {
-      const std::string where = drift_own_shard(*strat);
+      const std::string where = drift_own_shard(strat);
       log::any(strformat("fault injection: rank %d moved its own trainable state by one ulp after the final gather "
                          "(%s)", rank_, where.empty() ? "it owns nothing" : where.c_str()));
     }
     // What each rank holds itself, against the other ranks and the gathered state (train/state_check.hpp).
-    StateCheck sc_end = check_trainable_state(*strat, st, env_.world);
+    StateCheck sc_end = check_trainable_state(strat, st, env_.world);
     if (!sc_end.passed && c_.run.repeat > 1) sc_end.detail = strformat("trial %d: ", trial) + sc_end.detail;
     if (trial == 0 || (state_check_.passed && !sc_end.passed)) state_check_ = sc_end;
-    if (trial == c_.run.repeat - 1 && stopped_signal_ == 0) save_outputs(*strat, st);
-    prefetched_layers_ = strat->prefetched_layers();
-    return 0;
+    if (trial == c_.run.repeat - 1 && stopped_signal_ == 0) save_outputs(strat, st);
+    prefetched_layers_ = strat.prefetched_layers();
   }
 
   // Collective, once per step: did a stop signal (SIGTERM, SIGUSR1) reach any rank? Every rank then stops
@@ -630,6 +675,7 @@ class Trainer {
   int64_t clipped_steps_ = 0, skipped_steps_ = 0;
   bool losses_finite_ = true;
   StateCheck state_check_;  // the first trial's, or the first failed one's
+  std::vector<double> last_row_;  // this rank's row of the last step (the progress line)
   int stopped_signal_ = 0;     // the stop signal the ranks agreed on (0: none)
   std::string stop_message_;
   double phase_t0_[metrics::kPhaseCount] = {};
@@ -648,166 +694,40 @@ void Trainer::finish() {
 }
 
 void Trainer::write_summary(io::RunFileWriter& run) {
-  const std::vector<double> rows = log_.rows();
-  const size_t ncol = schema::kNumStepColumns;
-  const size_t nrows = rows.size() / ncol;
-  auto at_ = [&](size_t r, int col) { return rows[r * ncol + size_t(col)]; };
-  const int warm = c_.run.warmup_steps;
-
-  // Per trial: per measured step the max-over-ranks step time and the global tokens.
-  std::vector<std::vector<double>> step_max(c_.run.repeat), tok_s(c_.run.repeat);
-  std::vector<double> step_max_all, mfu_all;
-  std::vector<std::vector<double>> per_rank_step(world_), per_rank_phase[5];
-  for (auto& v : per_rank_phase) v.resize(world_);
-  // compute_s, wait_peers_s, transfer_s per rank; compute_s per measured step (rank order).
-  const int sync_cols[3] = {schema::kComputeS, schema::kWaitPeersS, schema::kTransferS};
-  std::vector<std::vector<double>> per_rank_sync[3];
-  for (auto& v : per_rank_sync) v.resize(world_);
-  std::vector<std::vector<double>> compute_by_step;
-  double loss_first = NAN, loss_last = NAN, mem_peak = 0, rss_peak = 0, mem_end = 0, reserved_peak = 0;
-  for (size_t r = 0; r < nrows; r += size_t(world_)) {
-    const int trial = int(at_(r, schema::kTrial));
-    const int64_t step = int64_t(at_(r, schema::kStep));
-    double smax = 0, tok = 0, flops = 0;
-    for (int w = 0; w < world_; ++w) {
-      smax = std::max(smax, at_(r + w, schema::kStepS));
-      tok += at_(r + w, schema::kTokens);
-      flops += at_(r + w, schema::kFlops);
-      mem_peak = std::max(mem_peak, at_(r + w, schema::kMemPeak));
-      rss_peak = std::max(rss_peak, at_(r + w, schema::kRssPeak));
-      reserved_peak = std::max(reserved_peak, at_(r + w, schema::kMemReservedPeak));
-      if (step >= warm) {
-        per_rank_step[w].push_back(at_(r + w, schema::kStepS));
-        const int cols[5] = {schema::kDataS, schema::kForwardS, schema::kBackwardS, schema::kCommExposedS,
-                             schema::kOptimizerS};
-        for (int p = 0; p < 5; ++p) per_rank_phase[p][w].push_back(at_(r + w, cols[p]));
-        for (int k = 0; k < 3; ++k) per_rank_sync[k][w].push_back(at_(r + w, sync_cols[k]));
-      }
-    }
-    if (step >= warm) {
-      compute_by_step.emplace_back();
-      for (int w = 0; w < world_; ++w) compute_by_step.back().push_back(at_(r + w, schema::kComputeS));
-    }
-    if (step == c_.run.steps - 1 || r + size_t(world_) >= nrows)  // a trial's last step, or where a stop signal ended it
-      for (int w = 0; w < world_; ++w) mem_end = std::max(mem_end, at_(r + w, schema::kMemCurrent));
-    if (trial == 0 && r == 0) loss_first = at_(r, schema::kLoss);  // the first step run (resumed runs start later)
-    if (trial == 0) loss_last = at_(r, schema::kLoss);
-    step_max[trial].push_back(smax);
-    tok_s[trial].push_back(tok / smax);
-    if (step >= warm) {
-      step_max_all.push_back(smax);
-      mfu_all.push_back(flops / smax / (s_.peak.flops_per_s * world_));
-    }
-  }
-  metrics::RepeatSummary st = metrics::summarize_repeats(step_max, size_t(warm));
-  metrics::RepeatSummary tk = metrics::summarize_repeats(tok_s, size_t(warm));
-  const auto& L = s_.layout;
-  run.write_summary("strategy", c_.parallel.strategy);
-  run.write_summary("world_size", double(world_));
-  run.write_summary("micro_batch", double(s_.geo.micro_batch));
-  run.write_summary("grad_accum", double(s_.geo.grad_accum));
-  run.write_summary("global_batch_size", double(s_.geo.global_batch()));
-  run.write_summary("seq_len", double(s_.geo.seq_len));
-  run.write_summary("dtype", c_.model.dtype);
-  run.write_summary("model", L.shape.name);
-  run.write_summary("total_params", double(L.total_params()));
-  run.write_summary("trainable_params", double(L.trainable_params()));
-  run.write_summary("trainable_ratio", double(L.trainable_params()) / double(L.total_params()));
-  run.write_summary("trials", double(c_.run.repeat));
-  run.write_summary("measured_steps", double(st.steps_per_trial_used));
-  run.write_summary("step_time_mean_s", st.mean);
-  run.write_summary("step_time_std_s", st.trial_means.size() > 1 ? st.stddev : 0.0);
-  run.write_summary("step_time_median_s", metrics::median(step_max_all));
-  run.write_summary("tokens_per_s_mean", tk.mean);
-  run.write_summary("tokens_per_s_std", tk.trial_means.size() > 1 ? tk.stddev : 0.0);
-  run.write_summary("loss_first", loss_first);
-  run.write_summary("loss_last", loss_last);
-  run.write_summary("mem_peak_bytes_max", mem_peak);
-  run.write_summary("rss_peak_bytes_max", rss_peak);
-  run.write_summary("mem_reserved_peak_bytes_max", reserved_peak);
-  run.write_summary("mem_current_bytes_max", mem_end);
-  run.write_summary("flops_per_step", s_.flops_per_token * double(s_.geo.tokens_per_step()));
-  run.write_summary("flops_per_token", s_.flops_per_token);
-  run.write_summary("peak_flops_per_rank", s_.peak.flops_per_s);
-  run.write_summary("peak_flops_source", s_.peak.source);
-  run.write_summary("peak_flops_detail", s_.peak.detail);
-  run.write_summary("mfu_mean", metrics::mean(mfu_all));
-  run.write_summary("clipped_steps", double(clipped_steps_));
-  run.write_summary("skipped_steps", double(skipped_steps_));
-  run.write_summary("skipped_records", double(s_.source->skipped_records()));
-  run.write_summary("data_source", s_.source->describe());
-  run.write_summary("predicted_params_bytes", double(prediction_.params));
-  run.write_summary("predicted_grads_bytes", double(prediction_.grads));
-  run.write_summary("predicted_optimizer_bytes", double(prediction_.optimizer));
-  run.write_summary("predicted_model_state_bytes", double(prediction_.total()));
-  run.write_summary("predicted_formula", prediction_.formula);
-  run.write_summary("prefetched_layers", double(prefetched_layers_));
-  run.write_summary("papi_status", counters_->status());
-
-  // Across ranks: each rank's mean over measured steps, then min / median / max and the straggler.
-  auto rank_means = [&](const std::vector<std::vector<double>>& v) {
-    std::vector<double> out;
-    for (const auto& x : v) out.push_back(x.empty() ? 0.0 : metrics::mean(x));
-    return out;
-  };
-  metrics::RankSummary rs = metrics::summarize_ranks(rank_means(per_rank_step));
-  run.write_summary("step_time_rank_min_s", rs.min);
-  run.write_summary("step_time_rank_median_s", rs.median);
-  run.write_summary("step_time_rank_max_s", rs.max);
-  auto write_rank_summary = [&](const std::string& prefix, const std::vector<std::vector<double>>& v) {
-    metrics::RankSummary ps = metrics::summarize_ranks(rank_means(v));
-    run.write_summary(prefix + "_rank_min", ps.min);
-    run.write_summary(prefix + "_rank_median", ps.median);
-    run.write_summary(prefix + "_rank_max", ps.max);
-  };
-  const char* names[5] = {"data", "forward", "backward", "comm_exposed", "optimizer"};  // schema.cpp lists them
-  for (int p = 0; p < 5; ++p) write_rank_summary(std::string(names[p]) + "_s", per_rank_phase[p]);
-  const char* sync_names[3] = {"compute_s", "wait_peers_s", "transfer_s"};
-  for (int k = 0; k < 3; ++k) write_rank_summary(sync_names[k], per_rank_sync[k]);
-
-  // Stragglers from compute time (docs/metrics.md, "Stragglers"), located in the compute phases.
-  const int compute_phases[4] = {0, 1, 2, 4};  // metrics::kStragglerPhases: data, forward, backward, optimizer
-  std::vector<std::vector<double>> phase_means;
-  for (int p : compute_phases) phase_means.push_back(rank_means(per_rank_phase[p]));
-  const metrics::StragglerSummary sg =
-      metrics::summarize_stragglers(compute_by_step, metrics::kStragglerThreshold, phase_means);
-  for (const auto& a : metrics::straggler_summary_attributes(sg, metrics::kStragglerThreshold)) {
-    if (a.is_text) run.write_summary(a.name, a.text);
-    else run.write_summary(a.name, a.number);
-  }
-  run.write_summary("clock_sync", clocks_.describe());
-  run.write_summary("clock_offset_error_s", clocks_.max_error_s());
-
-  // Validation: the run's own consistency checks (HPCG-style verdict).
-  std::vector<io::ValidationCheck> checks;
-  checks.push_back({"losses_finite", losses_finite_, losses_finite_ ? "every step's loss is finite"
-                                                                    : "a step had a non-finite loss"});
-  checks.push_back({state_check_.name, state_check_.passed, state_check_.detail});
-  size_t bad = 0, measured = 0;
-  double worst = 0;
-  for (size_t r = 0; r < nrows; ++r) {
-    const double step = at_(r, schema::kStepS);
-    const double sum = at_(r, schema::kDataS) + at_(r, schema::kForwardS) + at_(r, schema::kBackwardS) +
-                       at_(r, schema::kCommExposedS) + at_(r, schema::kOptimizerS);
-    const double gap = std::abs(step - sum);
-    worst = std::max(worst, gap / step);
-    ++measured;
-    if (gap > std::max(0.05 * step, 0.002)) ++bad;
-  }
-  checks.push_back({"phases_add_up", bad == 0,
-                    strformat("data+forward+backward+comm+optimizer within 5%% (or 2 ms) of step_s in %zu/%zu rows; "
-                              "worst gap %.1f%%",
-                              measured - bad, measured, 100 * worst)});
-  run.write_validation(checks);
+  RunFacts f;
+  f.strategy = c_.parallel.strategy;
+  f.dtype = c_.model.dtype;
+  f.model = s_.layout.shape.name;
+  f.world = world_;
+  f.trials = c_.run.repeat;
+  f.steps = c_.run.steps;
+  f.warmup_steps = c_.run.warmup_steps;
+  f.geo = s_.geo;
+  f.total_params = s_.layout.total_params();
+  f.trainable_params = s_.layout.trainable_params();
+  f.flops_per_token = s_.flops_per_token;
+  f.peak = s_.peak;
+  f.clipped_steps = clipped_steps_;
+  f.skipped_steps = skipped_steps_;
+  f.skipped_records = s_.source->skipped_records();
+  f.data_source = s_.source->describe();
+  f.prediction = prediction_;
+  f.prefetched_layers = prefetched_layers_;
+  f.papi_status = counters_->status();
+  f.clock_sync = clocks_.describe();
+  f.clock_offset_error_s = clocks_.max_error_s();
+  f.losses_finite = losses_finite_;
+  f.state_check = {state_check_.name, state_check_.passed, state_check_.detail};
+  const RunSummary sum = summarize_run(log_.rows(), f);
+  write_run_summary(run, sum);
   if (stopped_signal_ != 0) {
     run.set_status(schema::kStatusPreempted, stop_message_);
   } else {
     run.set_status(schema::kStatusCompleted);
   }
   log::info(strformat("run: %s  (%s, %.3f s/step, %.1f tokens/s, verdict %s)", run.path().c_str(),
-                      c_.parallel.strategy.c_str(), st.mean, tk.mean,
-                      std::all_of(checks.begin(), checks.end(), [](auto& x) { return x.passed; }) ? "VALID"
-                                                                                                   : "INVALID"));
+                      c_.parallel.strategy.c_str(), sum.step_time_mean_s, sum.tokens_per_s_mean,
+                      sum.valid() ? "VALID" : "INVALID"));
 }
 
 }  // namespace
