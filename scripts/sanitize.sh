@@ -25,7 +25,11 @@ esac
 . "$here/scripts/compiler-cache.sh"
 venv=$("$here/scripts/torch-venv.sh")
 torch_dir=$("$venv/bin/python" -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "share/cmake/Torch"))')
+# -O1 -g1 (line tables only), not RelWithDebInfo's -O2 -g: what the sanitizers' documentation recommends, and
+# half the compile time of the libtorch-heavy files (trainer.cpp under ASan: 19.5 s against 43.6 s), which is
+# what a machine with an empty compiler cache spends most of CI's time on; reports keep file:line.
 cmake -S "$here" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLORABENCH_SANITIZE="$san" \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
   -DLORABENCH_WITH_CUDA=OFF -DLORABENCH_WITH_NCCL=OFF -DTorch_DIR="$torch_dir" "${lb_cache_args[@]}" >/dev/null
 supp="$here/tests/sanitizers"
 if [ "$kind" = tsan ]; then
