@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
   auto s = strategy::TrainingStrategy::create(spec, layout, dtype == "bf16" ? at::kBFloat16 : at::kFloat, nullptr,
                                               gpu.get());
   s->initialize(strategy::InitSource{1234, nullptr});
-  data::SyntheticSpec ds{1234, int(shape.vocab_size), seq, batch, 1, 1};
+  data::SyntheticSpec ds{1234, int(shape.vocab_size), {batch, 1, 1, seq}};
   auto source = data::make_synthetic_source(ds);
   train::StepConfig sc;
   sc.schedule.lr = 1e-4;

@@ -23,7 +23,7 @@ build="$(realpath -m "${LORABENCH_FUZZ_BUILD_DIR:-$here/build-fuzz}")"
 jobs="${LORABENCH_JOBS:-2}"
 targets=(fuzz_config fuzz_safetensors fuzz_hf_config fuzz_adapter_config fuzz_tokenizer fuzz_sft_data fuzz_chat
          fuzz_checkpoint fuzz_run_file)
-# `check`'s executions per target: about 10 s each on the project's 2-core machines (Zen 4 VM, 2026-12-05;
+# `check`'s executions per target: about 10 s each on the project's 2-core machines (an AVX2-only AMD EPYC VM, 2026-12-05;
 # the HDF5 targets are slow by nature: each input edits a file through libhdf5 and reads it back).
 declare -A check_runs=([fuzz_config]=20000 [fuzz_safetensors]=60000 [fuzz_hf_config]=80000
                        [fuzz_adapter_config]=80000 [fuzz_tokenizer]=25000 [fuzz_sft_data]=40000
