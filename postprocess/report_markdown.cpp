@@ -219,6 +219,17 @@ void section_runs(std::ostringstream& o, const Analysis& a) {
          "max-over-ranks step time (and of the per-step tokens/s), computed from `/metrics/steps` — step-to-step "
          "jitter, not run-to-run spread.";
   o << " MFU = model FLOPs / (step time x world x peak FLOP/s per rank).\n\n";
+  // An INVALID verdict always says why: the run file's failed checks, as the run's closing log printed them.
+  bool any_failed = false;
+  for (const auto& r : a.train) {
+    if (!r.run->completed()) continue;
+    for (const auto& c : r.run->validation) {
+      if (c.passed) continue;
+      o << "- **" << r.run->name << "** is INVALID: `" << c.name << "`: " << c.detail << "\n";
+      any_failed = true;
+    }
+  }
+  if (any_failed) o << "\n";
 }
 
 // The planner's prediction beside the measurement, for every run that recorded one. GPU runs predict the

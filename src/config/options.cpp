@@ -261,6 +261,10 @@ std::vector<OptionSpec> build_table() {
                         "clip the global gradient norm to this value; 0 = off"));
   t.push_back(enum_opt("train.on_nonfinite", &RC::train, &TrainSection::on_nonfinite, {"stop", "skip"}, "stop",
                        "a NaN/Inf loss or gradient norm stops every rank, or skips the update on every rank"));
+  t.push_back(enum_opt("train.on_empty_step", &RC::train, &TrainSection::on_empty_step, {"stop", "skip"}, "stop",
+                       "a step whose global batch has no token to train on (every answer truncated away by "
+                       "data.seq_len) stops the run (exit 2), or is skipped without an update; either way the run "
+                       "is INVALID"));
   t.push_back(int_opt("train.eval_every", &RC::train, &TrainSection::eval_every, 0, 0, imax,
                       "held-out loss and perplexity every N optimizer steps and after the last (0 = never)"));
 

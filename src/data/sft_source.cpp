@@ -83,9 +83,15 @@ class SftSource final : public BatchSource {
       log::info(strformat("data: %lld of %lld examples are longer than seq_len %d and were truncated",
                           static_cast<long long>(truncated_), static_cast<long long>(examples_), spec.geo.seq_len));
     }
+    if (no_loss_ > 0 && no_loss_ == examples_)
+      throw ConfigError(strformat("%s: none of its %lld examples has a token to train on within data.seq_len = %d "
+                                  "(every assistant answer lies beyond it): raise data.seq_len or shorten the prompts",
+                                  spec.path.c_str(), static_cast<long long>(examples_), spec.geo.seq_len));
     if (no_loss_ > 0) {
-      log::info(strformat("data: %lld examples have no trained token within seq_len %d (prompt too long)",
-                          static_cast<long long>(no_loss_), spec.geo.seq_len));
+      log::warn(strformat("data: %lld of %lld examples have no trained token within seq_len %d (prompt too long): "
+                          "they add no loss, and a step made of such examples only stops the run "
+                          "(train.on_empty_step)",
+                          static_cast<long long>(no_loss_), static_cast<long long>(examples_), spec.geo.seq_len));
     }
     sampler_ = std::make_unique<EpochSampler>(store_.size(), spec.shuffle, spec.seed);
   }

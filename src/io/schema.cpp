@@ -93,6 +93,7 @@ const std::vector<std::pair<const char*, const char*>>& summary_attributes() {
       {"mfu_mean", "mean over measured steps of flops_per_step / (max step time x world x peak)"},
       {"clipped_steps", "steps whose gradients were clipped"},
       {"skipped_steps", "steps whose update was dropped (train.on_nonfinite = skip)"},
+      {"empty_steps", "steps whose global batch had no token to train on, skipped (train.on_empty_step = skip)"},
       {"skipped_records", "dataset records skipped (data.on_bad_record = skip)"},
       {"data_source", "one line describing the data"},
       {"predicted_params_bytes", "predicted per-rank parameter bytes (ZeRO accounting)"},

@@ -145,6 +145,7 @@ RunSummary summarize_run(const std::vector<double>& rows, const RunFacts& f) {
   add("mfu_mean", metrics::mean(c.mfu_measured));
   add("clipped_steps", double(f.clipped_steps));
   add("skipped_steps", double(f.skipped_steps));
+  add("empty_steps", double(f.empty_steps));
   add("skipped_records", double(f.skipped_records));
   add_text("data_source", f.data_source);
   add("predicted_params_bytes", double(f.prediction.params));
@@ -181,6 +182,10 @@ RunSummary summarize_run(const std::vector<double>& rows, const RunFacts& f) {
 
   out.checks.push_back({"losses_finite", f.losses_finite,
                         f.losses_finite ? "every step's loss is finite" : "a step had a non-finite loss"});
+  out.checks.push_back({"tokens_trained", f.empty_steps == 0,
+                        f.empty_steps == 0 ? "every step had tokens to train on"
+                                           : strformat("%lld step(s) had no token to train on and made no update "
+                                                       "(train.on_empty_step = skip)", (long long)f.empty_steps)});
   out.checks.push_back(f.state_check);
   out.checks.push_back(phases_add_up(rows));
   return out;

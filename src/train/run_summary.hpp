@@ -26,6 +26,7 @@ struct RunFacts {
   double flops_per_token = 0;
   metrics::PeakFlops peak;  // per rank
   int64_t clipped_steps = 0, skipped_steps = 0, skipped_records = 0;
+  int64_t empty_steps = 0;  // steps with no token to train on (train.on_empty_step = skip)
   std::string data_source;
   strategy::MemoryPrediction prediction;  // the strategy's model state per rank
   int prefetched_layers = 0;

@@ -247,7 +247,12 @@ StepResult StepRunner::run(int64_t step) {
   // ---- optimizer ----
   clock.switch_to(kOptimizer);
   res.lr = optim::lr_at(c_.schedule, step);
-  if (agg[1] > 0) {
+  if (global_loss_tokens == 0) {  // nothing to learn from: a zero gradient is no update (AdamW's decay aside)
+    res.empty = true;
+    res.loss = std::nan("");  // the mean over no token
+    res.why = "no token to train on in the global batch";
+    s_.discard_grads();
+  } else if (agg[1] > 0) {
     res.nonfinite = true;
     res.why = strformat("non-finite loss on %d rank(s)", int(agg[1]));
     s_.discard_grads();

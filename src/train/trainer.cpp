@@ -474,6 +474,19 @@ class Trainer {
     log_.add(row);
     last_row_ = row;
     if (r.clipped) ++clipped_steps_;
+    if (r.empty) {
+      // Every rank sees the same global count, so every rank stops (or skips) in this step.
+      const std::string what = r.why + strformat(" at step %lld (data.seq_len = %d: every sequence's trained tokens, "
+                                                 "the assistant's answers, were truncated away or there were none)",
+                                                 (long long)step, s_.geo.seq_len);
+      if (c_.train.on_empty_step == "stop") {
+        log_.flush();
+        throw ConfigError(what + "; raise data.seq_len, shorten the prompts, or set train.on_empty_step = skip "
+                                 "to skip such steps (the run is then INVALID)");
+      }
+      ++empty_steps_;
+      log::warn(what + ": update skipped on every rank (train.on_empty_step = skip)");
+    }
     if (r.nonfinite) {
       if (c_.train.on_nonfinite == "stop") {
         log_.flush();
@@ -483,7 +496,7 @@ class Trainer {
       ++skipped_steps_;
       log::warn(r.why + strformat(" at step %lld: update skipped on every rank", (long long)step));
     }
-    losses_finite_ = losses_finite_ && (std::isfinite(r.loss) || r.nonfinite);
+    losses_finite_ = losses_finite_ && (std::isfinite(r.loss) || r.nonfinite || r.empty);
     return r;
   }
 
@@ -672,7 +685,7 @@ class Trainer {
   strategy::MemoryPrediction prediction_;
   comm::ClockOffsets clocks_;
   int64_t prefetched_layers_ = 0;
-  int64_t clipped_steps_ = 0, skipped_steps_ = 0;
+  int64_t clipped_steps_ = 0, skipped_steps_ = 0, empty_steps_ = 0;
   bool losses_finite_ = true;
   StateCheck state_check_;  // the first trial's, or the first failed one's
   std::vector<double> last_row_;  // this rank's row of the last step (the progress line)
@@ -709,6 +722,7 @@ void Trainer::write_summary(io::RunFileWriter& run) {
   f.peak = s_.peak;
   f.clipped_steps = clipped_steps_;
   f.skipped_steps = skipped_steps_;
+  f.empty_steps = empty_steps_;
   f.skipped_records = s_.source->skipped_records();
   f.data_source = s_.source->describe();
   f.prediction = prediction_;
@@ -728,6 +742,9 @@ void Trainer::write_summary(io::RunFileWriter& run) {
   log::info(strformat("run: %s  (%s, %.3f s/step, %.1f tokens/s, verdict %s)", run.path().c_str(),
                       c_.parallel.strategy.c_str(), sum.step_time_mean_s, sum.tokens_per_s_mean,
                       sum.valid() ? "VALID" : "INVALID"));
+  // Every INVALID verdict says why, also with run.quiet.
+  for (const auto& c : sum.checks)
+    if (!c.passed) log::warn("INVALID: " + c.name + ": " + c.detail);
 }
 
 }  // namespace

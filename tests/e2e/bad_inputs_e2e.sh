@@ -113,6 +113,7 @@ case_ "chat without an answer" "no assistant message" "$lorabench" "${tiny[@]}" 
 : >empty.jsonl
 case_ "empty dataset" "a 0-byte JSONL file" "$lorabench" "${tiny[@]}" "${data[@]}" --set data.path=empty.jsonl
 case_ "oversized sequence" "\`--set data.seq_len=4194304\`" "$lorabench" "${tiny[@]}" "${data[@]}" --set data.path="$src/inputs/data/sft_toy.jsonl" --set data.seq_len=4194304
+case_ "nothing to train on" "every answer beyond \`data.seq_len\` (sft_toy at 16 tokens)" "$lorabench" "${tiny[@]}" "${data[@]}" --set data.path="$src/inputs/data/sft_toy.jsonl"
 
 # --- outputs, checkpoints, adapters
 : >a_file

@@ -180,6 +180,22 @@ case "$case_name" in
       --set fault.nan_at_step=3 --set fault.nan_rank=1 --set train.on_nonfinite=skip
     h5dump -a /metrics/summary/skipped_steps out/skip/run.h5 >skip.txt
     expect_in skip.txt "(0): 1"
+    # A step with no token to train on (both ranks' examples of step 0 have their answers cut by data.seq_len):
+    # every rank stops in that step with exit 2; with on_empty_step = skip the run goes on and is INVALID.
+    long='Tell me, in many words, why the sky is blue and the grass is green, and why the sea is salty.'
+    for i in 1 2; do printf '{"instruction": "%s %s", "input": "", "output": "Light."}\n' "$long" "$long"; done >d.jsonl
+    for i in 1 2; do printf '{"instruction": "Hi?", "input": "", "output": "Hello there."}\n'; done >>d.jsonl
+    sft=(--set data.format=auto --set data.path=d.jsonl --set data.shuffle=false --set data.seq_len=80
+         --set data.tokenizer="$src/tests/fuzz/corpus/tokenizer/qwen2.5-tiny.json" --set train.micro_batch=1
+         --set run.steps=2 --set run.warmup_steps=0 --set parallel.strategy=ddp)
+    run 2 log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" "${sft[@]}" --set run.name=empty
+    expect_in log "no token to train on in the global batch at step 0"
+    run 0 log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" "${sft[@]}" --set run.name=empty-skip \
+      --set train.on_empty_step=skip
+    h5dump -a /metrics/summary/empty_steps out/empty-skip/run.h5 >empty.txt
+    expect_in empty.txt "(0): 1"
+    run 0 empty-check.txt "$checker" validation-check out/empty-skip/run.h5 tokens_trained failed "1 step(s)"
+    expect_in empty-check.txt "verdict INVALID"
     ;;
   trace)
     run 0 log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" --set run.name=trace --set parallel.strategy=fsdp \

@@ -1,7 +1,12 @@
-// A NaN on one rank is seen by every rank in the same step, and no rank updates its weights.
+// A NaN on one rank is seen by every rank in the same step, and no rank updates its weights; nor does any
+// rank in a step whose global batch has no token to train on.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
 
 #include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/data/batch.hpp"
@@ -43,5 +48,69 @@ TEST(NonFinite, EveryRankStopsInTheSameStepWithoutAnUpdate) {
     // The next step trains normally again (the gradients of the bad step were dropped).
     EXPECT_FALSE(runner.run(3).nonfinite) << name;
     EXPECT_EQ(s->gather_state().step, 3) << name;
+  }
+}
+
+namespace {
+
+// Synthetic tokens, but at step `empty_step` no position of any rank's batch carries a loss (a batch of
+// prompts whose answers data.seq_len cut away).
+class EmptyAtStep final : public data::BatchSource {
+ public:
+  EmptyAtStep(std::unique_ptr<data::BatchSource> inner, int64_t empty_step)
+      : inner_(std::move(inner)), empty_step_(empty_step) {}
+  data::Batch micro_batch(int64_t step, int micro, int rank) override {
+    data::Batch b = inner_->micro_batch(step, micro, rank);
+    if (step == empty_step_) {
+      std::fill(b.labels.begin(), b.labels.end(), data::kIgnoreIndex);
+      b.loss_tokens = 0;
+    }
+    return b;
+  }
+  std::string describe() const override { return inner_->describe(); }
+  int64_t epoch_size() const override { return inner_->epoch_size(); }
+
+ private:
+  std::unique_ptr<data::BatchSource> inner_;
+  int64_t empty_step_;
+};
+
+}  // namespace
+
+// A step with no token to train on anywhere in the global batch is seen as such by every rank, reports no
+// loss, and updates nothing (it used to report loss 0 and step the optimizer on a zero gradient).
+TEST(EmptyStep, NoTokenToTrainOnMakesNoUpdateOnAnyRank) {
+  int rank = 0, world = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  auto comm = comm::make_mpi_communicator(MPI_COMM_WORLD);
+  model::ModelShape shape = model::preset_shape("tiny");
+  shape.vocab_size = 500;
+  model::ModelLayout layout = model::build_layout(shape, model::LoraSpec{});
+  for (const char* name : {"ddp", "fsdp"}) {
+    strategy::StrategySpec spec;
+    spec.name = name;
+    auto s = strategy::TrainingStrategy::create(spec, layout, at::kFloat, comm.get());
+    s->initialize(strategy::InitSource{3, nullptr});
+    EmptyAtStep source(data::make_synthetic_source(data::SyntheticSpec{7, 500, {1, 1, world, 12}}), 1);
+    train::StepConfig sc;
+    sc.schedule.lr = 1e-2;
+    sc.adamw.weight_decay = 0.1;  // a step on a zero gradient would still move the weights
+    train::StepRunner runner(layout, *s, source, sc, MPI_COMM_WORLD);
+    EXPECT_FALSE(runner.run(0).empty) << name;
+    const strategy::FullState before = s->gather_state();
+    const train::StepResult r = runner.run(1);
+    EXPECT_TRUE(r.empty) << name << " rank " << rank;
+    EXPECT_TRUE(std::isnan(r.loss)) << name << ": a mean over no token is no number, not 0";
+    EXPECT_EQ(r.loss_tokens, 0);
+    const strategy::FullState after = s->gather_state();
+    EXPECT_EQ(after.step, 1) << name << ": the optimizer must not have stepped";
+    for (size_t u = 0; u < before.params.size(); ++u) {
+      if (before.params[u].defined()) {
+        EXPECT_TRUE(at::equal(before.params[u], after.params[u])) << name;
+      }
+    }
+    EXPECT_FALSE(runner.run(2).empty) << name;
+    EXPECT_EQ(s->gather_state().step, 2) << name;
   }
 }

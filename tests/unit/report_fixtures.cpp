@@ -256,8 +256,11 @@ void write_train_fixture(const std::string& dir, const TrainFixture& f) {
   w.write_summary("clock_sync", "shared clock (one host: CLOCK_MONOTONIC)");
   w.write_summary("clock_offset_error_s", 0.0);
   for (const auto& [k, v] : f.summary) w.write_summary(k, v);
-  w.write_validation({{"losses_finite", true, "every step's loss is finite"},
-                      {"replicas_identical", true, "the trainable state is bitwise identical on every rank"}});
+  std::vector<io::ValidationCheck> checks = {
+      {"losses_finite", true, "every step's loss is finite"},
+      {"replicas_identical", true, "the trainable state is bitwise identical on every rank"}};
+  for (const auto& [name, detail] : f.failed_checks) checks.push_back({name, false, detail});
+  w.write_validation(checks);
   w.set_status(s::kStatusCompleted);
   pin_root(w.file(), f.git_commit, true);
   w.flush();

@@ -36,6 +36,7 @@ struct TrainFixture {
   std::map<std::string, std::string> config;      // overrides of the default config
   std::map<std::string, std::string> provenance;  // overrides of the default provenance
   std::map<std::string, double> summary;          // further /metrics/summary numbers (e.g. the planner's)
+  std::vector<std::pair<std::string, std::string>> failed_checks;  // (name, detail): the verdict is then INVALID
 };
 
 // Writes `dir`/<name>/run.h5.

@@ -223,6 +223,22 @@ TEST(Report, PredictionTableComparesGpuReservedBytes) {
       << md;
 }
 
+// Every INVALID verdict in the Runs table comes with its reasons: the run file's failed checks.
+TEST(Report, InvalidRunsSayWhy) {
+  const fs::path dir = work_dir("invalid");
+  rt::TrainFixture bad = simple("bad");
+  bad.failed_checks = {{"tokens_trained", "2 step(s) had no token to train on and made no update"}};
+  rt::write_train_fixture((dir / "in").string(), bad);
+  rt::write_train_fixture((dir / "in").string(), simple("good"));
+  const Result r = run_report(dir, "in");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("| **INVALID** |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("- **bad** is INVALID: `tokens_trained`: 2 step(s) had no token to train on and made no update\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("**good** is INVALID"), std::string::npos) << r.out;
+}
+
 TEST(Report, TruncatedFileFailsNamingIt) {
   const fs::path dir = work_dir("truncated");
   rt::write_train_fixture((dir / "in").string(), simple("a"));

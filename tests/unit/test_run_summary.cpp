@@ -75,7 +75,31 @@ TEST(RunSummary, FromStepRows) {
   EXPECT_DOUBLE_EQ(n.at("step_time_rank_max_s"), 1.75);
   EXPECT_DOUBLE_EQ(n.at("flops_per_step"), 5.0 * 12 * 16);  // flops per token x global batch x seq_len
   EXPECT_TRUE(sum.valid());
-  EXPECT_EQ(sum.checks.size(), 3u);
+  EXPECT_EQ(sum.checks.size(), 4u);
+}
+
+// Steps skipped for want of a token to train on (train.on_empty_step = skip) make the run INVALID, saying so.
+TEST(RunSummary, StepsWithNothingToTrainOnMakeItInvalid) {
+  std::vector<double> rows;
+  for (int s = 0; s < 3; ++s)
+    for (int w = 0; w < 2; ++w) {
+      const auto r = row(s, w, 1, 1, 8);
+      rows.insert(rows.end(), r.begin(), r.end());
+    }
+  train::RunFacts f = facts();
+  EXPECT_TRUE(train::summarize_run(rows, f).valid());
+  f.empty_steps = 2;
+  const train::RunSummary sum = train::summarize_run(rows, f);
+  EXPECT_FALSE(sum.valid());
+  bool found = false;
+  for (const auto& c : sum.checks)
+    if (c.name == "tokens_trained") {
+      found = true;
+      EXPECT_FALSE(c.passed);
+      EXPECT_NE(c.detail.find("2 step(s) had no token to train on"), std::string::npos) << c.detail;
+    }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(numbers(sum).at("empty_steps"), 2);
 }
 
 TEST(RunSummary, PhasesThatDoNotAddUpMakeItInvalid) {

@@ -72,6 +72,7 @@ struct TrainSection {
   double min_lr = 0;       // floor of cosine / linear decay
   double max_grad_norm = 0;  // clip by global norm; 0 = off
   std::string on_nonfinite;  // stop | skip
+  std::string on_empty_step;  // stop | skip: a step whose global batch has no token to train on
   int eval_every = 0;        // evaluate the held-out loss every N optimizer steps and after the last; 0 = never
 };
 

@@ -48,7 +48,8 @@ struct StepResult {
   double grad_norm = 0;     // before clipping
   bool clipped = false;
   bool nonfinite = false;   // the update was not applied (seen by every rank in this step)
-  std::string why;          // what was non-finite
+  bool empty = false;       // the global batch had no token to train on: no update (every rank)
+  std::string why;          // what was non-finite, or empty
   int64_t tokens = 0;       // real tokens of this rank
   int64_t loss_tokens = 0;  // counted tokens of this rank
   StepTimes times;
