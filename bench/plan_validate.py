@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The planner against measurement: every (model, strategy, world size) runs with its prediction recorded at
-start, and the per-rank tensor peak and step time are compared (docs/plan.md, docs/results.md).
+start, and the per-rank tensor peak and step time are compared (docs/plan.md; its evidence files feed docs/results.md).
 
     bench/plan_validate.py [--presets small,qwen2.5-0.5b] [--worlds 1,2,4] [--steps 6] [--repeats 3] [--out DIR]
 

@@ -22,9 +22,10 @@ at::Tensor f32(const at::Tensor& t) { return t.to(at::kFloat); }
 
 // a @ b in fp32 from bf16 (or any) a and b, widened a block of b at a time where that pays: a whole widened
 // weight (the gate|up projection's is 35 MB in fp32) goes to memory and back before the GEMM reads it, while a
-// block of about 1-2 MB is still in cache (bench/bf16_gemm_routes.py, docs/results.md "bf16 on an AVX2-only
-// CPU": widened whole, the gate|up forward and the head's GEMMs took 1.4-1.5x as long as the plain fp32
-// GEMM; in blocks, within the noise of it; the shapes left whole gained nothing from blocks).
+// block of about 1-2 MB is still in cache (bench/bf16_gemm_routes.py; docs/performance.md, "bf16 on CPUs
+// without AVX-512"; measured at 51cfda9, git show 51cfda9:docs/results.md: widened whole, the gate|up forward
+// and the head's GEMMs took 1.4-1.5x as long as the plain fp32 GEMM; in blocks, within the noise of it; the
+// shapes left whole gained nothing from blocks).
 // - b a transposed row-major weight (x @ W^T) with N >= 4K: blocks of W's rows, i.e. of the output's columns;
 //   each output element is the same sum as unblocked.
 // - b row-major (p @ E) with K >= 4N: blocks of K, accumulated in fp32 (a sum in another order).

@@ -2,8 +2,8 @@
 // two ways, and the fuzz input is either:
 //   - an HDF5 file's raw bytes (it starts with the HDF5 signature), only when LORABENCH_FUZZ_H5_RAW is
 //     set: written to a temporary file as is. Off by default because mutated HDF5 metadata makes the
-//     system's libhdf5 (1.10.8) itself hang or crash within seconds (docs/results.md, "Fuzzing the
-//     readers"): that is HDF5's parser, not lorabench's code, and it would stop every run there;
+//     system's libhdf5 (1.10.8) itself hang or crash within seconds (docs/testing.md, "What the
+//     campaigns found"): that is HDF5's parser, not lorabench's code, and it would stop every run there;
 //   - an edit script (it starts with "EDIT\n"): a copy of the target's base file (a valid file written
 //     by lorabench) is changed through the HDF5 API, one edit per line, so that the file stays valid
 //     HDF5 and the reader's own logic is what gets exercised: missing, mistyped and extra attributes,

@@ -1,12 +1,14 @@
 // The GEMMs of the model, in one place: all through ATen (on CPU: oneDNN for bf16, MKL for fp32, both
 // inside libtorch). lorabench once called Debian's oneDNN sgemm for fp32 (faster than Debian's OpenBLAS);
-// next to the official libtorch's MKL it no longer paid (docs/results.md) and was removed.
+// next to the official libtorch's MKL it no longer paid and was removed (docs/performance.md, "What was tried
+// and not taken").
 //
-// bf16 on a CPU without AVX-512: libtorch sends a bf16 GEMM to oneDNN only when the CPU has AVX-512 (BW, VL,
-// DQ); elsewhere (an AVX2-only AMD EPYC, say) it runs its reference loops, 1-10 GFLOP/s on one core against
-// about 75 for fp32 (docs/performance.md). There each bf16 GEMM runs as an fp32 GEMM on its inputs widened
-// to fp32 (exactly), with the result rounded to bf16 once: the arithmetic of oneDNN's bf16 GEMM (exact
-// products, fp32 accumulation, one rounding), the same dtypes in and out, only the summation order differs.
+// bf16 on a CPU without AVX-512: libtorch sends a bf16 GEMM to oneDNN only when the CPU has AVX-512 (BW, VL, DQ);
+// elsewhere (an AVX2-only AMD EPYC, say) it runs its reference loops, 1-10 GFLOP/s on one core against about 75 for
+// fp32 (measured at 51cfda9: git show 51cfda9:docs/results.md; docs/performance.md explains). There each bf16 GEMM runs
+// as an fp32 GEMM on its inputs widened to fp32 (exactly), with the result rounded to bf16 once: the arithmetic of
+// oneDNN's bf16 GEMM (exact products, fp32 accumulation, one rounding), the same dtypes in and out, only the summation
+// order differs.
 #pragma once
 
 #include <ATen/core/Tensor.h>
