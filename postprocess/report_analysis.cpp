@@ -202,6 +202,10 @@ TrainRow make_row(const RunRecord& r) {
     t.std_samples = t.trials;
   }
   t.mfu = num(m, "mfu_mean");
+  t.peak_per_rank = num(m, "peak_flops_per_rank");
+  t.peak_source = text(m, "peak_flops_source");
+  t.resumed_at = num(m, "resumed_at_step");
+  t.asked_prediction = text(r.config, "run.predict") == "true";
   t.mem_peak = num(m, "mem_peak_bytes_max");
   t.rss_peak = num(m, "rss_peak_bytes_max");
   t.pred_mem_peak = num(m, "predicted_tensor_peak_bytes");
@@ -283,6 +287,15 @@ CommReference find_reference(const TrainRow& t, const std::vector<const RunRecor
   return best;
 }
 
+}  // namespace
+
+std::string percent_text(double ratio) {
+  const double pct = 100.0 * ratio;
+  return std::abs(pct) < 10 ? strformat("%.1f%%", pct) : strformat("%.0f%%", pct);
+}
+
+namespace {
+
 // "1.6 GB/s", or "187 kB/s" / "12.3 MB/s" below 0.1 GB/s (decimal units, as the benchmark's GB/s).
 std::string bandwidth(double GBps) {
   if (!known(GBps)) return "n/a";
@@ -290,6 +303,8 @@ std::string bandwidth(double GBps) {
   if (GBps >= 1e-4) return strformat("%.3g MB/s", GBps * 1e3);
   return strformat("%.3g kB/s", GBps * 1e6);
 }
+
+}  // namespace
 
 std::vector<std::string> comm_evidence(const TrainRow& t, const std::vector<const RunRecord*>& comm,
                                        const AttributionRules& rules) {
@@ -312,16 +327,22 @@ std::vector<std::string> comm_evidence(const TrainRow& t, const std::vector<cons
                    human_bytes(ref.bytes).c_str(), int(t.world));
     if (known(t.achieved_busbw_GBps) && ref.busbw_GBps > 0) {
       const double ratio = t.achieved_busbw_GBps / ref.busbw_GBps;
-      s += strformat(" (achieved/benchmark = %.2g%%)", 100.0 * ratio);
+      s += " (achieved/benchmark = " + percent_text(ratio) + ")";
       if (ratio < rules.bandwidth_low)
         s += strformat(": far below the benchmark (< %.0f%%), so the transfer time is mostly not spent moving "
                        "bytes (per-call latency of small messages, progress of non-blocking collectives, or a "
                        "slowed link)",
                        100 * rules.bandwidth_low);
+      else if (ratio > rules.bandwidth_above)
+        s += strformat(": above the benchmark (> %.0f%%), which no transfer over the same link can be: the "
+                       "transfer time undercounts how long the bytes took (the collective overlapped compute "
+                       "before the last rank arrived), or the benchmark's size or placement is not comparable; "
+                       "this does not show the link to be the limit",
+                       100 * rules.bandwidth_above);
       else if (ratio >= rules.bandwidth_high)
-        s += strformat(": at least %.0f%% of the benchmark, so the link bandwidth itself is the limit (fewer bytes "
-                       "or more overlap would help, a faster link would)",
-                       100 * rules.bandwidth_high);
+        s += strformat(": %.0f%% to %.0f%% of the benchmark, so the transfers run at the link's rate (fewer bytes "
+                       "or more overlap would shorten them, and a faster link would)",
+                       100 * rules.bandwidth_high, 100 * rules.bandwidth_above);
     }
   } else {
     const RunRecord* same_world = nullptr;
@@ -338,6 +359,8 @@ std::vector<std::string> comm_evidence(const TrainRow& t, const std::vector<cons
   out.push_back(s);
   return out;
 }
+
+namespace {
 
 std::string join_names(const std::vector<std::string>& v) { return join(v, ", "); }
 

@@ -38,8 +38,12 @@ struct AttributionRules {
   double straggler_ratio = metrics::kStragglerThreshold;
   // Reading of the achieved bus bandwidth against the collective benchmark (evidence only, not verdicts):
   double bandwidth_low = 0.25;   // below: the transfer time is latency or progress, not bandwidth
-  double bandwidth_high = 0.75;  // at or above: the link bandwidth is the limit
+  double bandwidth_high = 0.75;  // at or above (up to bandwidth_above): the transfers run at the link's rate
+  double bandwidth_above = 1.25;  // above: faster than the benchmark, so not comparable (overlap, other size)
 };
+
+// A ratio as a percentage for a sentence: "3.4%" below 10%, "98%" or "980%" above; never scientific notation.
+std::string percent_text(double ratio);
 
 struct Attribution {
   // "compute-bound", "data-bound", "straggler-bound", "communication-bound", or "n/a"
@@ -84,13 +88,17 @@ struct TrainRow {
   std::string strategy, dtype, model;
   double world = NAN, micro_batch = NAN, grad_accum = NAN, global_batch = NAN;
   double loss_first = NAN, loss_last = NAN;
+  double resumed_at = NAN;  // the step a resumed run started at (its loss_first is that step's)
   double step_mean = NAN, step_std = NAN, tps_mean = NAN, tps_std = NAN;
   int trials = 0;
   bool std_over_steps = false;  // one trial: std over the measured steps (max-over-ranks step time)
   int std_samples = 0;          // trials, or measured steps
+  double peak_per_rank = NAN;  // the FLOP/s per rank behind mfu
+  std::string peak_source;     // calibrated | configured
   double mfu = NAN, mem_peak = NAN, rss_peak = NAN, mem_state = NAN;
   // The planner's prediction recorded at start (run.predict; absent in older files or with it off).
   double pred_mem_peak = NAN, pred_rss = NAN, pred_step = NAN;
+  bool asked_prediction = false;  // run.predict = true in its config
   double reserved_peak = NAN, pred_reserved = NAN;  // GPU runs: the caching allocator's reserved bytes
   double trainable = NAN, trainable_ratio = NAN;
   std::vector<std::pair<double, double>> loss_curve;  // (step, loss), first trial
@@ -126,6 +134,11 @@ struct TrainRow {
 
   Attribution attribution;
 };
+
+// The bandwidth sentence of a training run: the dominant collective's bytes and achieved bus bandwidth
+// against the collective benchmark among `comm`, read by `rules` (docs/report.md, "Bottleneck attribution").
+std::vector<std::string> comm_evidence(const TrainRow& t, const std::vector<const RunRecord*>& comm,
+                                       const AttributionRules& rules);
 
 // A "configuration": completed training runs whose workload keys are equal (docs/report.md).
 struct Config {

@@ -186,8 +186,11 @@ void section_runs(std::ostringstream& o, const Analysis& a) {
              "—", "—", "—", "—", status_cell(run)});
       continue;
     }
-    const std::string loss = (known(r.loss_first) ? strformat("%.4f", r.loss_first) : kNA) + " → " +
-                             (known(r.loss_last) ? strformat("%.4f", r.loss_last) : kNA);
+    std::string loss = (known(r.loss_first) ? strformat("%.4f", r.loss_first) : kNA) + " → " +
+                       (known(r.loss_last) ? strformat("%.4f", r.loss_last) : kNA);
+    if (known(r.resumed_at) && r.resumed_at > 0) loss += strformat(" (resumed: first = step %.0f)", r.resumed_at);
+    std::string mfu = fmt_pct(r.mfu);
+    if (known(r.mfu) && r.mfu > 1) mfu = "**" + mfu + "** (peak too low)";
     std::string over;
     if (r.std_over_steps) {
       over = strformat("%d steps", r.std_samples);
@@ -201,7 +204,7 @@ void section_runs(std::ostringstream& o, const Analysis& a) {
     std::string verdict = or_na(run.verdict);
     if (verdict == "INVALID") verdict = "**INVALID**";
     t.add({run.name, config_label(a, r), r.strategy, intish(r.world), r.dtype, batch_cell(r), loss,
-           fmt_pm(1e3 * r.step_mean, 1e3 * r.step_std), fmt_pm(r.tps_mean, r.tps_std), over, fmt_pct(r.mfu),
+           fmt_pm(1e3 * r.step_mean, 1e3 * r.step_std), fmt_pm(r.tps_mean, r.tps_std), over, mfu,
            bytes(r.mem_peak), bytes(r.rss_peak), params, verdict});
   }
   if (t.empty()) {
@@ -219,17 +222,26 @@ void section_runs(std::ostringstream& o, const Analysis& a) {
          "max-over-ranks step time (and of the per-step tokens/s), computed from `/metrics/steps` — step-to-step "
          "jitter, not run-to-run spread.";
   o << " MFU = model FLOPs / (step time x world x peak FLOP/s per rank).\n\n";
-  // An INVALID verdict always says why: the run file's failed checks, as the run's closing log printed them.
-  bool any_failed = false;
+  // Notes the table's cells cannot hold: an INVALID verdict always says why (the run file's failed checks,
+  // as the run's closing log printed them), and an MFU above 100% names the peak that is too low.
+  bool any_note = false;
   for (const auto& r : a.train) {
     if (!r.run->completed()) continue;
     for (const auto& c : r.run->validation) {
       if (c.passed) continue;
       o << "- **" << r.run->name << "** is INVALID: `" << c.name << "`: " << c.detail << "\n";
-      any_failed = true;
+      any_note = true;
+    }
+    if (known(r.mfu) && r.mfu > 1) {
+      o << "- **" << r.run->name << "**: MFU " << fmt_pct(r.mfu) << " is above 100%: its peak of "
+        << strformat("%.1f GFLOP/s per rank", r.peak_per_rank / 1e9) << " ("
+        << (r.peak_source.empty() ? std::string("peak_flops_per_rank") : r.peak_source)
+        << ") is below what the run achieved, so the peak is wrong and so is the MFU (set `profile.peak_gflops` "
+           "to the device's peak, or 0 to calibrate it)\n";
+      any_note = true;
     }
   }
-  if (any_failed) o << "\n";
+  if (any_note) o << "\n";
 }
 
 // The planner's prediction beside the measurement, for every run that recorded one. GPU runs predict the
@@ -245,7 +257,18 @@ void section_prediction(std::ostringstream& o, const Analysis& a) {
   Table t(cols);
   auto ratio = [](double p, double m) { return known(p) && known(m) && m > 0 ? strformat("%.2f", p / m) : std::string(kNA); };
   for (const auto& r : a.train) {
-    if (!r.run->completed() || !(known(r.pred_mem_peak) || known(r.pred_step))) continue;
+    if (!r.run->completed()) continue;
+    if (!(known(r.pred_mem_peak) || known(r.pred_step))) {
+      if (!r.asked_prediction) continue;
+      // run.predict was on and nothing was recorded: say so rather than leave the run out.
+      std::vector<std::string> row(cols.size(), "—");
+      row[0] = r.run->name;
+      row[1] = or_na(r.strategy);
+      row[2] = intish(r.world);
+      row[3] = "**missing** (run.predict = true, none recorded)";
+      t.add(row);
+      continue;
+    }
     std::vector<std::string> row = {r.run->name, or_na(r.strategy), intish(r.world), bytes(r.pred_mem_peak),
                                     bytes(r.mem_peak), ratio(r.pred_mem_peak, r.mem_peak), bytes(r.pred_rss),
                                     bytes(r.rss_peak), ratio(r.pred_rss, r.rss_peak)};

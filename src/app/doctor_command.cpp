@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -590,6 +591,28 @@ DoctorArgs parse_doctor_args(MpiSession& mpi, int argc, char** argv) {
   return a;
 }
 
+// The directories that the output_dir check creates only to try them: removed again when empty, so that a
+// doctor run leaves no outputs/ behind (rank 0).
+class TriedDirs {
+ public:
+  explicit TriedDirs(const std::string& dir) {
+    std::error_code ec;
+    for (fs::path p = fs::absolute(dir, ec); !ec && !p.empty() && !fs::exists(p, ec) && p != p.parent_path();
+         p = p.parent_path())
+      missing_.push_back(p);
+  }
+  ~TriedDirs() {
+    std::error_code ec;
+    for (const auto& p : missing_)  // innermost first; one that is not empty stays, with its parents
+      if (!fs::remove(p, ec)) break;
+  }
+  TriedDirs(const TriedDirs&) = delete;
+  TriedDirs& operator=(const TriedDirs&) = delete;
+
+ private:
+  std::vector<fs::path> missing_;
+};
+
 // Collective: every check; rank 0 gets them all (the per-rank checks merged), the others none.
 std::vector<Check> run_checks(MpiSession& mpi, const DoctorArgs& a) {
   const int rank = mpi.rank(), n = mpi.size();
@@ -601,6 +624,8 @@ std::vector<Check> run_checks(MpiSession& mpi, const DoctorArgs& a) {
   const comm::Topology topo = comm::discover_topology(world, 0, device::cuda_visible_devices());
   checks.push_back(check_ranks(topo));
   Check out_dir;
+  std::optional<TriedDirs> tried;
+  if (rank == 0) tried.emplace(a.dir);
   if (rank == 0) out_dir = check_output_dir(a.dir);
   out_dir = from_json(json::parse(comm::broadcast_string(world, rank == 0 ? to_json(out_dir).dump() : "")));
   checks.push_back(out_dir);

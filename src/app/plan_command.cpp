@@ -20,6 +20,7 @@
 #include "lorabench/model/qwen2.hpp"
 #include "lorabench/comm/control.hpp"
 #include "lorabench/train/plan.hpp"
+#include "lorabench/train/run_specs.hpp"
 
 namespace po = boost::program_options;
 
@@ -146,6 +147,7 @@ int plan_main(MpiSession& mpi, int argc, char** argv) {
     return args.input.empty() && !args.help ? 2 : 0;
   }
   const RunConfig cfg = read_run_config(mpi, args.input, args.sets);
+  train::check_config_fits_model(cfg, train::model_shape_of(cfg));
   at::set_num_threads(cfg.parallel.threads_per_rank);
   metrics::install_memory_counter();
   train::PlanOptions o = plan_options(args);

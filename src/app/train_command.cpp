@@ -13,6 +13,7 @@
 
 #include "commands.hpp"
 #include "bootstrap.hpp"
+#include "run_dir_lock.hpp"
 #include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/comm/nccl_communicator.hpp"
 #include "lorabench/comm/topology.hpp"
@@ -127,7 +128,10 @@ RunConfig read_run_config(MpiSession& mpi, const std::string& input, const std::
   } catch (const IoError& e) {
     throw ConfigError(input + ": cannot read the input file (" + e.what() + ")");
   }
-  return parse_run_config(input, text, sets);
+  RunConfig cfg = parse_run_config(input, text, sets);
+  if (mpi.rank() == 0)
+    for (const auto& line : repeated_overrides(sets)) log::warn(line);
+  return cfg;
 }
 
 void parse_input_command_line(int argc, char** argv, po::options_description& desc, std::string* input,
@@ -205,9 +209,16 @@ std::string input_problems(const RunConfig& cfg, int world, const RankContext& r
     }
   }
   if (!problems.empty()) return cfg.input_path + ": " + join(problems, "\n  ");
+  try {  // data.seq_len and lora.r against the model they run on
+    train::check_config_fits_model(cfg, train::model_shape_of(cfg));
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
   const device::Device& dev = rc.device();
   try {  // host memory on CPU, the GPU's memory on CUDA
-    train::check_fits_or_throw(cfg, world, rc.ranks_on_device, dev.memory_available(),
+    const int64_t available =
+        cfg.fault.memory_available_mb > 0 ? int64_t(cfg.fault.memory_available_mb) << 20 : dev.memory_available();
+    train::check_fits_or_throw(cfg, world, rc.ranks_on_device, available,
                                dev.is_cuda() ? "GPU " + dev.str() : std::string("this node"));
   } catch (const ConfigError& e) {
     return cfg.input_path + ": " + e.what();
@@ -236,7 +247,8 @@ struct RunDir {
   fs::path dir;                           // outputs/<name>
   train::ResumePoint resume;              // where training continues from
   std::string previous_run_file;          // a resumed run's earlier run.h5, kept as run.<k>.h5
-  std::unique_ptr<io::RunFileWriter> run;  // rank 0's run file
+  std::unique_ptr<RunDirLock> lock;        // rank 0: the directory is this run's while it lives
+  std::unique_ptr<io::RunFileWriter> run;  // rank 0's run file (closed before the lock goes)
 };
 
 // Rank 0: the run directory for a new run, or the existing one continued; an existing run is never
@@ -245,6 +257,11 @@ struct RunDir {
 std::string make_run_dir(const RunConfig& cfg, RunDir& d) {
   const fs::path run_path = d.dir / "run.h5";
   const bool resuming = !d.resume.path.empty();
+  if (const std::string holder = fs::exists(d.dir) ? RunDirLock::holder(d.dir.string()) : ""; !holder.empty())
+    return "run.name: " + resolve_path(d.dir.string()) + " is in use by a live run (" + holder + "): " +
+           (cfg.run.overwrite ? "run.overwrite = true would delete it under that run"
+                              : "a second run would write into it") +
+           "; wait for it or stop it, or choose another run.name";
   // checkpoint.resume = auto without a checkpoint continues the directory too (a requeued job that was
   // killed before its first checkpoint): its run file is kept as run.<k>.h5, as on a resume.
   if (fs::exists(d.dir) && (resuming || cfg.checkpoint.resume == "auto") && !cfg.run.overwrite) {
@@ -265,6 +282,7 @@ std::string make_run_dir(const RunConfig& cfg, RunDir& d) {
     fs::remove_all(d.dir);
   }
   fs::create_directories(d.dir);
+  d.lock = std::make_unique<RunDirLock>(d.dir.string());
   d.run = std::make_unique<io::RunFileWriter>(run_path.string(), schema::kKindTrain, cfg.run.name);
   return "";
 }
@@ -336,12 +354,29 @@ void announce(MpiSession& mpi, const RunConfig& cfg, const RankContext& rc, cons
 
 // Collective: the planner's prediction for this very run, recorded beside what it measures (lorabench
 // plan): on its device (a GPU run probes on its GPU), with the bandwidth of its own communicator.
+// Why a run whose probed prediction does not fit is refused: the numbers and what to change.
+std::string prediction_refusal(const train::PlanRow& p, const device::Device& dev) {
+  const bool gpu = dev.is_cuda();
+  if (p.available >= 0 && (gpu ? p.reserved : p.rss) <= p.available) return p.note;  // not memory: GPUs per node
+  return strformat("each rank needs %s (%s: a tensor peak of %s, of it model state %s, activations %s, strategy "
+                   "buffers %s%s), and %s has %s per rank. Lower data.seq_len or train.micro_batch, set "
+                   "model.activation_checkpointing = true, shard with parallel.strategy = fsdp, or use more nodes; "
+                   "`lorabench plan` predicts each option (run.predict = false skips this check)",
+                   format_bytes(double(gpu ? p.reserved : p.rss)).c_str(),
+                   gpu ? "GPU memory reserved" : "resident memory", format_bytes(double(p.tensor_peak)).c_str(),
+                   format_bytes(double(p.model_state)).c_str(), format_bytes(double(p.activations)).c_str(),
+                   format_bytes(double(p.strategy_extra)).c_str(),
+                   gpu ? "" : ", plus the process's own footprint", gpu ? ("GPU " + dev.str()).c_str() : "this node",
+                   format_bytes(double(p.available)).c_str());
+}
+
 void record_prediction(MpiSession& mpi, const RunConfig& cfg, const RankContext& rc, comm::Communicator& comm,
                        io::RunFileWriter* run) {
   device::Device& dev = rc.device();
   const int cpus = train::node_cpus(mpi.world());
   const train::CommBandwidth bw =
       mpi.size() > 1 ? train::measure_bandwidth(comm, mpi.world(), dev) : train::estimate_bandwidth();
+  std::string refusal;
   if (run) {
     const double t0 = sys::now_s();
     const train::ProbeResult probe = train::probe_model(cfg, dev);
@@ -353,13 +388,18 @@ void record_prediction(MpiSession& mpi, const RunConfig& cfg, const RankContext&
     plan_on_device(po, rc);
     const auto rows = train::make_plan(cfg, po, &probe, bw);
     if (!rows.empty()) {
-      train::write_prediction(*run, rows.front(), dev.is_cuda(), probe.note + "; bandwidth " + bw.source);
+      const train::PlanRow& p = rows.front();
+      train::write_prediction(*run, p, dev.is_cuda(), probe.note + "; bandwidth " + bw.source);
       log::info(strformat("prediction (lorabench plan, %.1f s): tensor peak %s per rank, step %.3f s", sys::now_s() - t0,
-                          format_bytes(double(rows.front().tensor_peak)).c_str(), rows.front().step_s));
+                          format_bytes(double(p.tensor_peak)).c_str(), p.step_s));
+      // The lower bound let the run start; the probe's prediction is the better figure, and it decides.
+      if (!p.fits) refusal = cfg.input_path + ": the run's prediction says it cannot fit: " + prediction_refusal(p, dev);
     }
+    if (!refusal.empty()) run->set_status(schema::kStatusFailed, refusal);
     run->flush();
   }
   comm::quiet_barrier(mpi.world());  // the other ranks sleep while rank 0 probes
+  if (!comm::broadcast_status(mpi.world(), refusal.empty(), refusal)) throw ConfigError(refusal);
 }
 
 int train(MpiSession& mpi, const RunConfig& cfg, const RankContext& rc, comm::Communicator& comm, RunDir& d) {
@@ -389,7 +429,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
     if (mpi.rank() == 0) print_train_help();
     return 0;
   }
-  stop::install_handlers();  // SIGTERM / SIGUSR1 from here on: finish the step, checkpoint, exit 75
+  stop::install_handlers();  // SIGTERM / SIGUSR1 / SIGINT from here on: finish the step, checkpoint, exit 75
   bool default_name = false;
   RunConfig cfg = validated_config(mpi, args, &default_name);
   if (args.print_config) {

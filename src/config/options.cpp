@@ -158,7 +158,7 @@ std::vector<OptionSpec> build_table() {
                       "steps between progress lines and run-file flushes"));
   t.push_back(bool_opt("run.quiet", &RC::run, &RunSection::quiet, false, "no progress lines (for CI)"));
   t.push_back(bool_opt("run.overwrite", &RC::run, &RunSection::overwrite, false,
-                       "replace an existing run directory (default: refuse)"));
+                       "replace an existing run directory (default: refuse); never one a live run holds"));
 
   // [model]
   t.push_back(enum_opt("model.preset", &RC::model, &ModelSection::preset, kPresets, "qwen2.5-0.5b",
@@ -348,6 +348,9 @@ std::vector<OptionSpec> build_table() {
                       "rank whose own trainable state moves by one ulp after each trial's final gather (-1 = none): "
                       "a write the gather missed; the verdict's replicas_identical or shards_consistent check must "
                       "then fail"));
+  t.push_back(int_opt("fault.memory_available_mb", &RC::fault, &FaultSection::memory_available_mb, 0, 0, imax,
+                      "the memory (MiB) that the fit checks take this node, or its GPU, to have (0 = what it has): "
+                      "a small machine, to see a run refused before it starts"));
   return t;
 }
 
@@ -500,6 +503,24 @@ RunConfig parse_run_config(const std::string& path, const std::string& text,
   }
   if (!problems.empty()) throw_problems(problems);
   return cfg;
+}
+
+std::vector<std::string> repeated_overrides(const std::vector<std::string>& overrides) {
+  std::vector<std::string> order;                       // keys in the order of their first --set
+  std::map<std::string, std::vector<std::string>> given;  // key -> every "--set key=value" of it
+  for (const auto& ov : overrides) {
+    const auto eq = ov.find('=');
+    if (eq == std::string::npos) continue;  // parse_run_config reports it
+    const std::string key = trim(ov.substr(0, eq));
+    if (given[key].empty()) order.push_back(key);
+    given[key].push_back("--set " + ov);
+  }
+  std::vector<std::string> out;
+  for (const auto& key : order) {
+    const auto& all = given[key];
+    if (all.size() > 1) out.push_back(join(all, ", then ") + ": the last one is used");
+  }
+  return out;
 }
 
 void validate_run_config(const RunConfig& c, const ValidationContext& ctx) {

@@ -83,10 +83,6 @@ class SftSource final : public BatchSource {
       log::info(strformat("data: %lld of %lld examples are longer than seq_len %d and were truncated",
                           static_cast<long long>(truncated_), static_cast<long long>(examples_), spec.geo.seq_len));
     }
-    if (no_loss_ > 0 && no_loss_ == examples_)
-      throw ConfigError(strformat("%s: none of its %lld examples has a token to train on within data.seq_len = %d "
-                                  "(every assistant answer lies beyond it): raise data.seq_len or shorten the prompts",
-                                  spec.path.c_str(), static_cast<long long>(examples_), spec.geo.seq_len));
     if (no_loss_ > 0) {
       log::warn(strformat("data: %lld of %lld examples have no trained token within seq_len %d (prompt too long): "
                           "they add no loss, and a step made of such examples only stops the run "

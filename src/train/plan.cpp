@@ -353,6 +353,7 @@ PlanInputs plan_inputs(const RunConfig& c, const PlanOptions& o, const ProbeResu
   }
   in.process = sys::current_rss();
   in.avail_node = o.gpu ? o.gpu_available : sys::memory_available_bytes();
+  if (c.fault.memory_available_mb > 0) in.avail_node = int64_t(c.fault.memory_available_mb) << 20;
   in.gpus = std::max(1, o.gpus_per_node);
   in.cpus = o.node_cpus > 0 ? o.node_cpus : sys::usable_cpus();
   return in;

@@ -548,7 +548,7 @@ class Trainer {
     prefetched_layers_ = strat.prefetched_layers();
   }
 
-  // Collective, once per step: did a stop signal (SIGTERM, SIGUSR1) reach any rank? Every rank then stops
+  // Collective, once per step: did a stop signal (SIGTERM, SIGUSR1, SIGINT) reach any rank? Every rank then stops
   // after the same step, whichever rank the signal reached and when.
   bool stop_requested() {
     const double sig = comm::allreduce_max(env_.world, double(stop::requested()));

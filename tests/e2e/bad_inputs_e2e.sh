@@ -61,6 +61,8 @@ printf '[run]\nsteps = 2\nsteps = 3\n' >dup.ini
 case_ "duplicate key" "\`steps\` twice in \`[run]\`" "$lorabench" dup.ini
 case_ "missing input file" "\`lorabench missing.ini\`" "$lorabench" missing.ini
 case_ "contradictory settings" "\`run.warmup_steps\` >= \`run.steps\`" "$lorabench" "${tiny[@]}" --set run.warmup_steps=5
+case_ "sequence beyond the model" "\`data.seq_len\` above \`max_position_embeddings\` (the qwen2-tiny snapshot: 512)" "$lorabench" "${tiny[@]}" --set model.path="$src/tests/fixtures/qwen2-tiny" --set data.seq_len=513
+case_ "LoRA rank beyond a layer" "\`lora.r=33\` with \`lora.targets=q,k\` on the tiny preset (k_proj 64 x 32)" "$lorabench" "${tiny[@]}" --set lora.r=33 --set lora.targets=q,k
 
 # --- model files
 mkdir -p trunc && cp $snap/config.json trunc/ && head -c 5000 $snap/model.safetensors >trunc/model.safetensors
@@ -139,6 +141,26 @@ case_ "mismatched adapter" "\`lora.init_from\` an r=1 adapter with \`lora.r=4\`"
 mkdir -p badadapter && cp out/seed/adapter/adapter_model.safetensors badadapter/ && sed 's/"r": 1/"r": "one"/' out/seed/adapter/adapter_config.json >badadapter/adapter_config.json
 case_ "mistyped adapter_config.json" "\`\"r\": \"one\"\`" "$lorabench" "${tiny[@]}" --set run.name=t5 --set lora.init_from=badadapter
 
+# warn_ CLASS WHAT CMD...: an input that is accepted (exit 0) with a warning: keeps the warning line.
+warnings=()
+warn_() {
+  local class=$1 what=$2
+  shift 2
+  local rc=0
+  "$@" >out.txt 2>err.txt </dev/null || rc=$?
+  [[ $rc -eq 0 ]] || { cat err.txt >&2; fail "$class: exit code $rc (accepted with a warning, expected 0): $*"; }
+  local line
+  line="$(grep -m1 'warning:' err.txt || true)"
+  [[ -n $line ]] || { cat err.txt >&2; fail "$class: no warning: $*"; }
+  line="${line//$work/WORK}"
+  line="${line//$src/SRC}"
+  line="${line//@$host]/@HOST]}"
+  line="${line//|/\\|}"
+  warnings+=("| $class | $what | \`$line\` |")
+}
+warn_ "a key in two --set" "\`--set train.lr=1e-3 --set train.lr=3e-4\`" "$lorabench" "${tiny[@]}" --set run.name=w1 --set train.lr=1e-3 --set train.lr=3e-4
+warn_ "examples with nothing to train on" "some answers beyond \`data.seq_len\` (sft_toy at 128 tokens)" "$lorabench" "${tiny[@]}" --set data.format=auto --set data.tokenizer="$tok" --set run.name=w2 --set data.path="$src/inputs/data/sft_toy.jsonl" --set data.seq_len=128
+
 {
   cat <<'MD'
 # Bad inputs: what lorabench says
@@ -156,7 +178,7 @@ it is a heading ending in `:`); `WORK` is the scratch directory, `SRC` the check
 `DIGEST` a tensor digest. Exit codes: 2 = a configuration error, or a file that makes the run impossible
 as configured (one message from rank 0); 3 = a non-finite loss stopped training; 4 = a checkpoint or
 run-file write failed (a full disk; every rank says so: [checkpoints.md](checkpoints.md#a-full-disk-a-failing-device));
-75 = stopped by SIGTERM/SIGUSR1 after a checkpoint ([checkpoints.md](checkpoints.md#preemption-and-time-limits));
+75 = stopped by SIGTERM, SIGUSR1 or SIGINT (Ctrl-C) after a checkpoint ([checkpoints.md](checkpoints.md#preemption-and-time-limits));
 1 = any other failure (`[rank r@host] error: ...`, then `MPI_Abort`, so no rank hangs); `lorabench
 checkpoint` exits 2 when a file is unusable. The readers behind
 these rows are also fuzzed ([testing.md](testing.md#fuzzing-the-readers)).
@@ -165,6 +187,16 @@ these rows are also fuzzed ([testing.md](testing.md#fuzzing-the-readers)).
 | --- | --- | --- | --- |
 MD
   printf '%s\n' "${rows[@]}"
+  cat <<'MD'
+
+## Accepted with a warning
+
+Inputs that run as asked, with a warning on standard error (the first one is shown):
+
+| class | input | warning |
+| --- | --- | --- |
+MD
+  printf '%s\n' "${warnings[@]}"
 } >bad-inputs.md
 
 if [[ $mode == --write ]]; then

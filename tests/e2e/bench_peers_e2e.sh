@@ -122,7 +122,7 @@ PY
       { cat "$out.set"; echo "FAIL: --lorabench-set model.cuda_attention=flash3 did not reach lorabench (exit $rc)"; exit 1; }
     ;;
   sweep)
-    "$lorabench" "$src/inputs/tiny.ini" --set data.seq_len=1048576 --set train.micro_batch=64 \
+    "$lorabench" "$src/inputs/tiny.ini" --set data.seq_len=32768 --set train.micro_batch=2048 \
       --set run.output_dir="$work/sweep-refused" >"$out.refused" 2>&1 && { echo "FAIL: the huge run was not refused"; exit 1; }
     "$lorabench" "$src/inputs/tiny.ini" --set train.no_such_key=1 >"$out.bad" 2>&1 && { echo "FAIL: a bad key ran"; exit 1; }
     "$py" -c "import torch; torch.empty(2**60, dtype=torch.uint8)" >"$out.aten" 2>&1 && { echo "FAIL: 2^60 bytes allocated"; exit 1; }
@@ -209,13 +209,16 @@ text = open(sys.argv[1]).read()
 rows = re.search(r"\| group \|.*?\n\| --- .*?\n((?:\|.*\n?)+)", text)
 if not rows:
     sys.exit(f"FAIL: no group table in {sys.argv[1]}")
-shares = {}
+shares, seconds = {}, {}
 for line in rows.group(1).strip().splitlines():
     cells = [c.strip() for c in line.strip("|").split("|")]
     shares[cells[0]] = float(cells[2].rstrip("%"))
+    seconds[cells[0]] = float(cells[1])
+# Attention by its seconds: next to bf16 GEMMs run by libtorch's reference loops (CPUs without AVX-512) its
+# share of a tiny step prints as 0.0%.
 attention = [k for k in shares if k.startswith("attention (")]
-if len(attention) != 1 or shares[attention[0]] <= 0:
-    sys.exit(f"FAIL: not one positive attention row in {sys.argv[1]}: {shares}")
+if len(attention) != 1 or seconds[attention[0]] <= 0:
+    sys.exit(f"FAIL: not one positive attention row in {sys.argv[1]}: {seconds}")
 for need in ["GEMMs"] + sys.argv[2:]:
     need, _, floor = need.partition("@")
     if shares.get(need, 0) <= float(floor or 0):

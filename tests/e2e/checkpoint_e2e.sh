@@ -169,6 +169,9 @@ case "$case_name" in
     run 0 resume.log "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=p
     "$checker" run out/p/run.h5 10 completed
     "$checker" run out/p/run.1.h5 10 preempted
+    # The resumed run's and the stopped run's attributes are on docs/hdf5-schema.md too.
+    "$run_checker" schema-doc out/p/run.h5 "$src/docs/hdf5-schema.md"
+    "$run_checker" schema-doc out/p/run.1.h5 "$src/docs/hdf5-schema.md"
     "$checker" losses out/ref/run.h5 out/p/run.1.h5 0
     "$checker" losses out/ref/run.h5 out/p/run.h5 0
     cmp out/ref/adapter/adapter_model.safetensors out/p/adapter/adapter_model.safetensors ||
@@ -178,6 +181,44 @@ case "$case_name" in
       --set fault.signal_rank=0 --set fault.signal_at_step=3
     [[ "$(grep -c "^checkpoint: .*/step_00000004.h5 (" usr1.log)" == 1 ]] || fail "the checkpoint of step 4 was not written exactly once"
     "$checker" run out/u/run.h5 8 preempted "stopped by SIGUSR1 after 4 of 10 steps"
+    ;;
+  interrupt)
+    # Ctrl-C. A run started by hand without a launcher takes SIGINT as a stop request: it finishes the step,
+    # writes the checkpoint, says preempted (VALID) and exits 75. Under mpirun (Open MPI) Ctrl-C reaches mpirun,
+    # which sends SIGTERM to every rank: the ranks checkpoint and exit 75, but mpirun itself returns 1 for an
+    # interrupted job; SIGUSR1 to mpirun is forwarded as such, and then mpirun returns the ranks' 75.
+    # The job control of `set -m` keeps SIGINT as it is for the background jobs (a script's & ignores it).
+    started() { for _ in $(seq 600); do grep -q "^step 3/" "$1" && return 0; sleep 0.1; done; fail "no step 3 in $1"; }
+    long=("${tiny[@]}" --set run.steps=100000 --set run.quiet=false --set checkpoint.every=0)
+    set -m
+    "$lorabench" "${long[@]}" --set run.name=c >c.log 2>&1 &
+    pid=$!
+    started c.log
+    kill -INT $pid
+    rc=0; wait $pid || rc=$?
+    [[ $rc == 75 ]] || { cat c.log; fail "exit code $rc after SIGINT, expected 75"; }
+    expect_in c.log "lorabench: SIGINT: stopping after this step with a checkpoint"
+    n=$(h5attr out/c/run.h5 /metrics/summary/stopped_after_steps)
+    "$checker" run out/c/run.h5 "$n" preempted "stopped by SIGINT after $n of 100000 steps; checkpoint "
+    [[ "$(h5attr out/c/run.h5 /verdict)" == VALID ]] || fail "verdict $(h5attr out/c/run.h5 /verdict)"
+    run 0 info.txt "$lorabench" checkpoint info "out/c/checkpoints/$(cat out/c/checkpoints/latest)"
+    expect_re info.txt "^step +$n\$"
+    expect_in info.txt "complete"
+    for sig in INT USR1; do
+      "${mpiexec[@]}" -n 2 "$lorabench" "${long[@]}" --set run.name=m$sig --set parallel.strategy=ddp >m$sig.log 2>&1 &
+      pid=$!
+      started m$sig.log
+      kill -$sig $pid
+      rc=0; wait $pid || rc=$?
+      want=75; [[ $sig == INT ]] && want=1
+      [[ $rc == "$want" ]] || { cat m$sig.log; fail "mpirun returned $rc after SIG$sig, expected $want"; }
+      wait_unlocked out/m$sig/run.h5
+      sent=SIGUSR1; [[ $sig == INT ]] && sent=SIGTERM
+      n=$(h5attr out/m$sig/run.h5 /metrics/summary/stopped_after_steps)
+      "$checker" run out/m$sig/run.h5 $((2 * n)) preempted "stopped by $sent after $n of 100000 steps; checkpoint "
+      [[ -f out/m$sig/checkpoints/latest ]] || fail "no checkpoint after SIG$sig to mpirun"
+    done
+    set +m
     ;;
   io_errors)
     # A full disk and a failing device, injected with an LD_PRELOAD shim on rank 0 (tests/e2e/failwrite.c).

@@ -52,6 +52,13 @@ case "$case_name" in
     grep -qE '"version": ?"[0-9]+\.[0-9]+\.[0-9]+"' doctor-stdout.json || fail "doctor --json has no version"
     run 1 baddir.txt "$lorabench" doctor --output-dir /proc/lorabench-cannot-exist
     expect_in baddir.txt "FAIL  output_dir"
+    # The directories doctor creates only to try them are gone afterwards; one that was there stays.
+    [[ ! -e "$work/outputs" ]] || fail "doctor left $work/outputs behind"
+    run 0 nested.txt "$lorabench" doctor --output-dir "$work/new/runs/here"
+    expect_in nested.txt "$work/new/runs/here is writable"
+    [[ ! -e "$work/new" ]] || fail "doctor left $work/new behind"
+    mkdir -p kept && run 0 kept.txt "$lorabench" doctor --output-dir "$work/kept"
+    [[ -d kept && -z "$(ls -A kept)" ]] || fail "doctor removed or filled an existing directory"
     ;;
   *) fail "unknown case $case_name" ;;
 esac

@@ -12,6 +12,7 @@
 //                                                    prints the check
 // Prints what is wrong and exits 1, or prints "ok" and exits 0.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -250,10 +251,47 @@ void check_validation(const std::string& path, const std::string& name, const st
   expect(verdict == (all ? "VALID" : "INVALID"), "verdict " + verdict + " does not follow the checks");
 }
 
+// Every attribute a real run file has at its root, in /provenance and in /metrics/summary is on
+// docs/hdf5-schema.md: a summary attribute as `name` in the section of /metrics/summary, a root or provenance
+// attribute as `name` or as a word of the layout's list (env.<NAME> stands for the env.* attributes).
+// Catches what the writer adds and the page (or schema::summary_attributes) forgets.
+void check_schema_doc(const std::string& path, const std::string& doc_path) {
+  std::ifstream in(doc_path);
+  expect(static_cast<bool>(in), "cannot open " + doc_path);
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t from = doc.find("## `/metrics/summary` attributes");
+  expect(from != std::string::npos, doc_path + ": no section \"## `/metrics/summary` attributes\"");
+  const size_t to = doc.find("\n## ", from + 1);
+  const std::string summary_section = doc.substr(from, to == std::string::npos ? std::string::npos : to - from);
+  auto is_word_in = [](const std::string& text, const std::string& w) {
+    for (size_t at = text.find(w); at != std::string::npos; at = text.find(w, at + 1)) {
+      auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; };
+      const bool left = at == 0 || !word_char(text[at - 1]);
+      const bool right = at + w.size() >= text.size() || !word_char(text[at + w.size()]);
+      if (left && right) return true;
+    }
+    return false;
+  };
+  lorabench::io::RunFileReader r(path);
+  std::vector<std::string> missing;
+  for (const auto& [name, value] : r.summary())
+    if (summary_section.find("`" + name + "`") == std::string::npos) missing.push_back("/metrics/summary " + name);
+  for (const auto& [name, value] : r.provenance()) {
+    if (name.rfind("env.", 0) == 0) continue;  // env.<NAME>
+    if (!is_word_in(doc, name)) missing.push_back("/provenance " + name);
+  }
+  for (const auto& [name, value] : r.root())
+    if (!is_word_in(doc, name)) missing.push_back("root " + name);
+  for (const auto& m : missing) std::fprintf(stderr, "%s: %s is not on %s\n", path.c_str(), m.c_str(), doc_path.c_str());
+  expect(missing.empty(), std::to_string(missing.size()) + " attribute(s) of " + path + " are not documented");
+  std::printf("%s: %zu summary, %zu provenance and %zu root attributes, all on %s\n", path.c_str(), r.summary().size(),
+              r.provenance().size(), r.root().size(), doc_path.c_str());
+}
+
 int main(int argc, char** argv) {
   const char* usage = "lorabench_e2e_check comm-run RUN.h5 ROWS RANKS | train-run RUN.h5 RANKS STEPS | gpu-run RUN.h5 RANKS STEPS | "
                       "trace FILE NAMES... | forward OUT REF TOL | doctor-json FILE | eval-equal TOL REF RUN... | "
-                      "validation-check RUN.h5 NAME passed|failed [TEXT]";
+                      "validation-check RUN.h5 NAME passed|failed [TEXT] | schema-doc RUN.h5 DOC.md";
   return lbcheck::checker_main(usage, [&] {
     std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "comm-run" && argc == 5) {
@@ -272,6 +310,8 @@ int main(int argc, char** argv) {
       check_doctor_json(argv[2]);
     } else if (mode == "validation-check" && (argc == 5 || argc == 6)) {
       check_validation(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : "");
+    } else if (mode == "schema-doc" && argc == 4) {
+      check_schema_doc(argv[2], argv[3]);
     } else {
       return false;
     }

@@ -17,6 +17,8 @@ case "$case_name" in
       fail "adapter not written"
     h5dump -H out/single/run.h5 >h5dump.txt
     for name in config provenance ranks metrics steps summary validation; do expect_in h5dump.txt "\"$name\""; done
+    # Every attribute the file has is on docs/hdf5-schema.md (here, with the prediction and in plan, below).
+    "$checker" schema-doc out/single/run.h5 "$src/docs/hdf5-schema.md"
     # The attention kernel that ran (model.cuda_attention chooses on a GPU; tiny.ini is fp32, for which the CPU
     # runs libtorch's flash kernel: model.cpu_attention's blocked kernel is bf16 only).
     v=$(h5attr out/single/run.h5 /provenance/attention_kernel); [[ $v == cpu_flash ]] || fail "attention_kernel = '$v'"
@@ -59,6 +61,28 @@ case "$case_name" in
     run 0 log "$lorabench" "${tiny[@]}" --set run.name=r --set run.steps=2 --set run.warmup_steps=0 \
       --set run.overwrite=true
     "$checker" train-run out/r/run.h5 1 2
+    [[ ! -e out/r/.lorabench.lock ]] || fail "a finished run left its lock file"
+    # A live run's directory is neither deleted (run.overwrite) nor continued (checkpoint.resume = auto) by a
+    # second run, which names the holder; once the first is gone (even by SIGKILL) the same command works.
+    set -m  # the background job keeps the default signal dispositions
+    "$lorabench" "${tiny[@]}" --set run.name=live --set run.steps=100000 --set run.quiet=false >live.log 2>&1 &
+    pid=$!
+    for _ in $(seq 600); do grep -q "^step 3/" live.log && break; sleep 0.1; done
+    grep -q "^step 3/" live.log || { cat live.log; fail "the live run did not start"; }
+    run 2 over.log "$lorabench" "${tiny[@]}" --set run.name=live --set run.steps=2 --set run.warmup_steps=0 \
+      --set run.overwrite=true
+    expect_in over.log "run.name: $work/out/live is in use by a live run (pid $pid on host $(hostname), started "
+    expect_in over.log "run.overwrite = true would delete it under that run"
+    run 2 auto.log "$lorabench" "${tiny[@]}" --set run.name=live --set checkpoint.resume=auto
+    expect_in auto.log "is in use by a live run (pid $pid on host"
+    kill -0 $pid || fail "the live run is gone"
+    [[ -f out/live/run.h5 ]] || fail "the live run's file was deleted"
+    kill -KILL $pid; wait $pid || true
+    set +m
+    wait_unlocked out/live/run.h5
+    run 0 log "$lorabench" "${tiny[@]}" --set run.name=live --set run.steps=2 --set run.warmup_steps=0 \
+      --set run.overwrite=true
+    "$checker" train-run out/live/run.h5 1 2
     ;;
   eval)
     # Held-out evaluation (train.eval_every) is the same computation under every strategy: the same global
@@ -103,6 +127,7 @@ case "$case_name" in
     run 0 log "$lorabench" "${tiny[@]}" --set run.name=measured --set run.predict=true
     measured=$(h5attr out/measured/run.h5 /metrics/summary/mem_peak_bytes_max)
     recorded=$(h5attr out/measured/run.h5 /metrics/summary/predicted_tensor_peak_bytes)
+    "$checker" schema-doc out/measured/run.h5 "$src/docs/hdf5-schema.md"
     # (h5dump prints 6 significant digits)
     awk -v p="$predicted" -v m="$measured" -v r="$recorded" \
       'function d(a, b) { return (a > b ? a - b : b - a) / b } BEGIN { exit !(d(p, m) < 1e-5 && d(r, m) < 1e-5) }' ||
@@ -115,10 +140,21 @@ case "$case_name" in
     run 2 bad.txt "$lorabench" plan "$src/inputs/tiny.ini" --strategy zero3
     expect_in bad.txt 'unknown strategy "zero3"'
     # A run that cannot fit is refused before anything is written, with the numbers.
-    run 2 huge.txt "$lorabench" "${tiny[@]}" --set run.name=huge --set data.seq_len=1000000 --set train.micro_batch=64
+    run 2 huge.txt "$lorabench" "${tiny[@]}" --set run.name=huge --set data.seq_len=32768 --set train.micro_batch=2048
     expect_re huge.txt "this run cannot fit: each rank needs at least [0-9.]+ [GT]iB \(model state"
     expect_re huge.txt "and this node has [0-9.]+ [GMT]iB available for 1 rank "
     [[ ! -e out/huge ]] || fail "a refused run created its directory"
+    # A run that the lower bound lets start but whose probed prediction does not fit (a node taken to have
+    # 200 MiB) is refused before its first step: exit 2, the numbers, run.h5 failed with the message.
+    run 2 tight.txt "$lorabench" "${tiny[@]}" --set run.name=tight --set run.predict=true \
+      --set fault.memory_available_mb=200
+    expect_re tight.txt "the run's prediction says it cannot fit: each rank needs [0-9.]+ MiB \(resident memory"
+    expect_in tight.txt "and this node has 200.00 MiB per rank"
+    expect_not_in tight.txt "this run cannot fit: each rank needs at least"
+    [[ $(h5attr out/tight/run.h5 /status) == failed ]] || fail "status $(h5attr out/tight/run.h5 /status)"
+    h5dump -a /status_message out/tight/run.h5 >tight-status.txt
+    expect_in tight-status.txt "the run's prediction says it cannot fit"
+    [[ $(h5dump -d /metrics/steps out/tight/run.h5 | grep -c '^   (') -eq 0 ]] || fail "the refused run trained"
     ;;
   help)
     run 0 log "$lorabench" --help

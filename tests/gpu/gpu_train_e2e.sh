@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A 20-step single-GPU training run of the real binary, fp32 and bf16 (label gpu): a VALID run file whose
 # provenance names the GPU, /ranks its device, and every step's memory the caching allocator's counters;
-# then a run too large for the GPU's memory (but not for the node's: 64 x 1048576 tokens of the tiny model
+# then a run too large for the GPU's memory (but not for the node's: 2048 x 32768 tokens of the tiny model
 # need ~370 GiB) is refused before it writes anything, naming the GPU; and `lorabench plan` and a run's own
 # prediction on the GPU.
 # Exits 77 (ctest: Skipped) with the reason when no GPU is visible.
@@ -21,12 +21,13 @@ for dtype in fp32 bf16; do
     { cat "$work/$dtype.log" >&2; echo "FAIL: the $dtype run failed" >&2; exit 1; }
   grep -q "device cuda:" "$work/$dtype.log" || { cat "$work/$dtype.log" >&2; echo "FAIL: no CUDA device in the log" >&2; exit 1; }
   "$check" gpu-run "outputs/gpu-$dtype/run.h5" 1 20
+  "$check" schema-doc "outputs/gpu-$dtype/run.h5" "$src/docs/hdf5-schema.md"  # a GPU run's attributes too
   # model.cuda_attention = auto: FlashAttention-2 in bf16, the memory-efficient kernel in fp32.
   kernel=efficient; [[ $dtype == bf16 ]] && kernel=flash
   got=$(h5dump -a /provenance/attention_kernel "outputs/gpu-$dtype/run.h5" | sed -n 's/^ *(0): //p' | tr -d '"')
   [[ $got == "$kernel" ]] || { echo "FAIL: $dtype: provenance attention_kernel '$got', expected $kernel" >&2; exit 1; }
 done
-if "$lb" "$src/inputs/tiny.ini" --set parallel.device=cuda --set data.seq_len=1048576 --set train.micro_batch=64 \
+if "$lb" "$src/inputs/tiny.ini" --set parallel.device=cuda --set data.seq_len=32768 --set train.micro_batch=2048 \
     --set run.name=gpu-too-large >"$work/large.log" 2>&1; then
   cat "$work/large.log" >&2; echo "FAIL: a run needing ~370 GiB of GPU memory was not refused" >&2; exit 1
 fi

@@ -95,6 +95,16 @@ TEST(Config, DuplicateKeysAndSyntax) {
   EXPECT_NE(e.find("inputs/x.ini:2"), std::string::npos) << e;
 }
 
+// The same key in two --set: the last one wins, and the warning names both values in order.
+TEST(Config, RepeatedSetTakesTheLastAndSaysSo) {
+  const std::vector<std::string> sets = {"train.lr=1e-3", "run.steps=3", " train.lr =3e-4", "run.name=a"};
+  EXPECT_DOUBLE_EQ(lorabench::parse_run_config("", "", sets).train.lr, 3e-4);
+  const auto w = lorabench::repeated_overrides(sets);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0], "--set train.lr=1e-3, then --set  train.lr =3e-4: the last one is used");
+  EXPECT_TRUE(lorabench::repeated_overrides({"train.lr=1e-3", "run.steps=3"}).empty());
+}
+
 TEST(Config, SetOverrideErrors) {
   std::string e = parse_error("", {"nonsense"});
   EXPECT_NE(e.find("expected section.key=value"), std::string::npos) << e;

@@ -239,6 +239,31 @@ TEST(Report, InvalidRunsSayWhy) {
   EXPECT_EQ(r.out.find("**good** is INVALID"), std::string::npos) << r.out;
 }
 
+// What a cell alone would get wrong: an MFU above 100% (the peak is too low, and the report says so), a
+// resumed run's first loss (taken at the resume step), and a prediction asked for and not recorded.
+TEST(Report, CellsThatNeedAWord) {
+  const fs::path dir = work_dir("cells");
+  rt::TrainFixture fast = simple("fast");
+  fast.summary = {{"mfu_mean", 1.052}, {"peak_flops_per_rank", 2e9}, {"resumed_at_step", 4}};
+  fast.config = {{"run.predict", "true"}};
+  rt::write_train_fixture((dir / "in").string(), fast);
+  rt::TrainFixture plain = simple("plain");
+  plain.config = {{"run.predict", "false"}};
+  rt::write_train_fixture((dir / "in").string(), plain);
+  const Result r = run_report(dir, "in");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("(resumed: first = step 4)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| **105.2%** (peak too low) |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("- **fast**: MFU 105.2% is above 100%: its peak of 2.0 GFLOP/s per rank (configured) is "
+                       "below what the run achieved"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("| fast | single | 1 | **missing** (run.predict = true, none recorded) |"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("| plain | single | 1 | **missing**"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("**plain**: MFU"), std::string::npos) << r.out;
+}
+
 TEST(Report, TruncatedFileFailsNamingIt) {
   const fs::path dir = work_dir("truncated");
   rt::write_train_fixture((dir / "in").string(), simple("a"));
@@ -472,6 +497,41 @@ TEST(Report, KeyClassesAndBusFactors) {
   EXPECT_DOUBLE_EQ(rep::bus_factor("all_reduce", 4), 1.5);
   EXPECT_DOUBLE_EQ(rep::bus_factor("all_gather", 4), 0.75);
   EXPECT_DOUBLE_EQ(rep::bus_factor("broadcast", 4), 1.0);
+}
+
+// Achieved bus bandwidth against the benchmark: far below, at the link's rate, and above it, where the transfer
+// time undercounts and the link is not the limit; the ratio never in scientific notation.
+TEST(Report, BandwidthAgainstTheBenchmarkReadsOneWayPerRange) {
+  rep::RunRecord bench;
+  bench.name = "comm";
+  rep::TrainRow t;
+  t.world = 2;
+  t.dominant_op = 0;
+  t.bytes_per_rank_step[0] = 1 << 20;
+  t.transfer_mean_s = 0.002;
+  t.reference.run = &bench;
+  t.reference.busbw_GBps = 1.0;
+  t.reference.op = "all_reduce";
+  t.reference.dtype = "fp32";
+  t.reference.bytes = 1 << 20;
+  auto sentence = [&](double achieved) {
+    t.achieved_busbw_GBps = achieved;
+    const auto e = rep::comm_evidence(t, {&bench}, rep::AttributionRules{});
+    return e.empty() ? std::string() : e[0];
+  };
+  std::string s = sentence(0.034);
+  EXPECT_NE(s.find("(achieved/benchmark = 3.4%): far below the benchmark"), std::string::npos) << s;
+  s = sentence(0.98);
+  EXPECT_NE(s.find("(achieved/benchmark = 98%): 75% to 125% of the benchmark, so the transfers run at the link's rate"),
+            std::string::npos)
+      << s;
+  s = sentence(9.8);
+  EXPECT_NE(s.find("(achieved/benchmark = 980%): above the benchmark (> 125%)"), std::string::npos) << s;
+  EXPECT_NE(s.find("does not show the link to be the limit"), std::string::npos) << s;
+  EXPECT_EQ(s.find("link's rate"), std::string::npos) << s;
+  EXPECT_EQ(s.find("e+"), std::string::npos) << s;
+  EXPECT_EQ(rep::percent_text(0.0999), "10.0%");
+  EXPECT_EQ(rep::percent_text(4.8), "480%");
 }
 
 TEST(Report, NumberFormats) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "lorabench/config/options.hpp"
+#include "lorabench/core/error.hpp"
 #include "lorabench/data/sft_source.hpp"
 #include "lorabench/train/run_specs.hpp"
 
@@ -49,4 +50,32 @@ TEST(RunSpecs, OneGeometryForSourcesAndCounts) {
   const data::Batch b = data::make_synthetic_source(ss)->micro_batch(0, 2, 3);
   EXPECT_EQ(b.batch, 2);
   EXPECT_EQ(b.seq, 48);
+}
+
+// data.seq_len and lora.r are bounded by the model: the error names the key, where it was set and the
+// model's numbers; at the bound itself the run is accepted.
+TEST(RunSpecs, KeysTheModelBounds) {
+  auto error_of = [](const RunConfig& c) -> std::string {
+    try {
+      train::check_config_fits_model(c, train::model_shape_of(c));
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  RunConfig c = parse_run_config("in.ini", "[model]\npreset = tiny\n[lora]\nr = 32\ntargets = q,k\n",
+                                 {"data.seq_len=32768"});
+  EXPECT_EQ(error_of(c), "");  // tiny: max_position_embeddings 32768; k_proj 64 x 32
+  c = parse_run_config("in.ini", "[model]\npreset = tiny\n[lora]\nr = 33\ntargets = q,k\n", {"data.seq_len=32769"});
+  const std::string e = error_of(c);
+  EXPECT_NE(e.find("--set: data.seq_len: 32769 is above the model's max_position_embeddings = 32768 (the preset tiny)"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("in.ini:4: lora.r: 33 is above the smaller dimension of the targeted k projection (64 in x 32 out"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(e.find("targeted q projection"), std::string::npos) << e;  // q_proj is 64 x 64
+  c.lora.enabled = false;
+  c.data.seq_len = 64;
+  EXPECT_EQ(error_of(c), "");  // no LoRA, no rank to bound
 }

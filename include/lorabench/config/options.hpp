@@ -33,6 +33,11 @@ RunConfig default_run_config();
 RunConfig parse_run_config(const std::string& path, const std::string& text,
                            const std::vector<std::string>& overrides);
 
+// A key given by more than one `--set`: the last one wins, as later options do (layered wrappers and scripts
+// rely on it); one line per such key for a warning, naming every value in order ("--set train.lr=1e-3, then
+// --set train.lr=3e-4: the last one is used"). Empty when no key repeats.
+std::vector<std::string> repeated_overrides(const std::vector<std::string>& overrides);
+
 // What the validation needs to know beyond the config itself.
 struct ValidationContext {
   int world_size = 1;

@@ -117,6 +117,7 @@ struct FaultSection {
   double data_delay_ms = 0;  // every rank sleeps this long per micro-batch while building its batches
   double comm_delay_ms = 0;  // every data-plane collective completes this much later than the backend did
   int drift_rank = -1;       // this rank's own trainable state moves one ulp after each trial's final gather
+  int memory_available_mb = 0;  // the memory the fit checks see, per node or GPU (0 = what it really has)
 };
 
 struct RunConfig {

@@ -19,6 +19,10 @@
 namespace lorabench::train {
 
 model::ModelShape model_shape_of(const RunConfig& c);  // the preset's, or model.path's config.json
+// Keys that the model bounds: data.seq_len up to its max_position_embeddings (positions it was never trained
+// at), lora.r up to the smaller dimension of every targeted projection (a rank above it adds parameters and
+// no capacity). Throws one ConfigError naming each key, where it was set, and the model's numbers.
+void check_config_fits_model(const RunConfig& c, const model::ModelShape& shape);
 model::LoraSpec lora_spec_of(const RunConfig& c);      // lora.*
 at::ScalarType dtype_of(const RunConfig& c);           // model.dtype
 metrics::TransformerShape flops_shape(const model::ModelShape& s);
