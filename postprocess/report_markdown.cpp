@@ -234,7 +234,8 @@ void section_runs(std::ostringstream& o, const Analysis& a) {
     }
     if (known(r.mfu) && r.mfu > 1) {
       o << "- **" << r.run->name << "**: MFU " << fmt_pct(r.mfu) << " is above 100%: its peak of "
-        << strformat("%.1f GFLOP/s per rank", r.peak_per_rank / 1e9) << " ("
+        << (known(r.peak_per_rank) ? strformat("%.1f GFLOP/s per rank", r.peak_per_rank / 1e9) : std::string(kNA))
+        << " ("
         << (r.peak_source.empty() ? std::string("peak_flops_per_rank") : r.peak_source)
         << ") is below what the run achieved, so the peak is wrong and so is the MFU (set `profile.peak_gflops` "
            "to the device's peak, or 0 to calibrate it)\n";

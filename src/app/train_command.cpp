@@ -216,9 +216,8 @@ std::string input_problems(const RunConfig& cfg, int world, const RankContext& r
   }
   const device::Device& dev = rc.device();
   try {  // host memory on CPU, the GPU's memory on CUDA
-    const int64_t available =
-        cfg.fault.memory_available_mb > 0 ? int64_t(cfg.fault.memory_available_mb) << 20 : dev.memory_available();
-    train::check_fits_or_throw(cfg, world, rc.ranks_on_device, available,
+    train::check_fits_or_throw(cfg, world, rc.ranks_on_device,
+                               train::memory_for_fit_checks(cfg, dev.memory_available()),
                                dev.is_cuda() ? "GPU " + dev.str() : std::string("this node"));
   } catch (const ConfigError& e) {
     return cfg.input_path + ": " + e.what();
@@ -352,8 +351,6 @@ void announce(MpiSession& mpi, const RunConfig& cfg, const RankContext& rc, cons
   }
 }
 
-// Collective: the planner's prediction for this very run, recorded beside what it measures (lorabench
-// plan): on its device (a GPU run probes on its GPU), with the bandwidth of its own communicator.
 // Why a run whose probed prediction does not fit is refused: the numbers and what to change.
 std::string prediction_refusal(const train::PlanRow& p, const device::Device& dev) {
   const bool gpu = dev.is_cuda();
@@ -370,6 +367,9 @@ std::string prediction_refusal(const train::PlanRow& p, const device::Device& de
                    format_bytes(double(p.available)).c_str());
 }
 
+// Collective: the planner's prediction for this very run, recorded beside what it measures (lorabench
+// plan): on its device (a GPU run probes on its GPU), with the bandwidth of its own communicator. A run it
+// predicts cannot fit stops here on every rank (ConfigError), its run file marked failed with the reason.
 void record_prediction(MpiSession& mpi, const RunConfig& cfg, const RankContext& rc, comm::Communicator& comm,
                        io::RunFileWriter* run) {
   device::Device& dev = rc.device();
@@ -393,7 +393,8 @@ void record_prediction(MpiSession& mpi, const RunConfig& cfg, const RankContext&
       log::info(strformat("prediction (lorabench plan, %.1f s): tensor peak %s per rank, step %.3f s", sys::now_s() - t0,
                           format_bytes(double(p.tensor_peak)).c_str(), p.step_s));
       // The lower bound let the run start; the probe's prediction is the better figure, and it decides.
-      if (!p.fits) refusal = cfg.input_path + ": the run's prediction says it cannot fit: " + prediction_refusal(p, dev);
+      if (!p.fits)
+        refusal = cfg.input_path + ": the run's prediction says it cannot fit: " + prediction_refusal(p, dev);
     }
     if (!refusal.empty()) run->set_status(schema::kStatusFailed, refusal);
     run->flush();

@@ -354,11 +354,7 @@ std::vector<OptionSpec> build_table() {
   return t;
 }
 
-struct Problem {
-  std::string where;
-  std::string key;
-  std::string message;
-};
+using Problem = ConfigProblems::Problem;
 
 [[noreturn]] void throw_problems(const std::vector<Problem>& problems) {
   std::string msg = problems.size() == 1 ? "configuration error:" : "configuration errors:";
@@ -523,14 +519,20 @@ std::vector<std::string> repeated_overrides(const std::vector<std::string>& over
   return out;
 }
 
+void ConfigProblems::add(const std::string& key, const std::string& message) {
+  const auto it = c_.origin.find(key);
+  std::string where = it == c_.origin.end() ? "config" : it->second;
+  if (where == "default") where = (c_.input_path.empty() ? "<input>" : c_.input_path) + " (default)";
+  problems_.push_back({where, key, message});
+}
+
+void ConfigProblems::throw_if_any() const {
+  if (!problems_.empty()) throw_problems(problems_);
+}
+
 void validate_run_config(const RunConfig& c, const ValidationContext& ctx) {
-  std::vector<Problem> problems;
-  auto add = [&](const std::string& key, const std::string& msg) {
-    auto it = c.origin.find(key);
-    std::string where = it == c.origin.end() ? "config" : it->second;
-    if (where == "default") where = (c.input_path.empty() ? "<input>" : c.input_path) + " (default)";
-    problems.push_back({where, key, msg});
-  };
+  ConfigProblems problems(c);
+  auto add = [&](const std::string& key, const std::string& msg) { problems.add(key, msg); };
   const auto& p = c.parallel;
   if (p.strategy == "single" && ctx.world_size > 1)
     add("parallel.strategy", "single runs on one rank but the job has " + std::to_string(ctx.world_size) +
@@ -618,7 +620,7 @@ void validate_run_config(const RunConfig& c, const ValidationContext& ctx) {
                             "the drift could not be seen (use 2 or more ranks, or a sharded strategy)");
   if (!c.run.name.empty() && (c.run.name.find('/') != std::string::npos || c.run.name == "." || c.run.name == ".."))
     add("run.name", "must be a plain directory name, got \"" + c.run.name + "\"");
-  if (!problems.empty()) throw_problems(problems);
+  problems.throw_if_any();
 }
 
 std::vector<std::pair<std::string, std::string>> resolved_values(const RunConfig& c) {

@@ -352,8 +352,7 @@ PlanInputs plan_inputs(const RunConfig& c, const PlanOptions& o, const ProbeResu
     in.layer_t = std::max(in.layer_t, u.trainable_numel);
   }
   in.process = sys::current_rss();
-  in.avail_node = o.gpu ? o.gpu_available : sys::memory_available_bytes();
-  if (c.fault.memory_available_mb > 0) in.avail_node = int64_t(c.fault.memory_available_mb) << 20;
+  in.avail_node = memory_for_fit_checks(c, o.gpu ? o.gpu_available : sys::memory_available_bytes());
   in.gpus = std::max(1, o.gpus_per_node);
   in.cpus = o.node_cpus > 0 ? o.node_cpus : sys::usable_cpus();
   return in;
@@ -534,6 +533,10 @@ std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, 
   for (const auto& r : rows)
     if (!r.note.empty()) o += "- " + r.strategy + " on " + std::to_string(r.world) + ": " + r.note + "\n";
   return o;
+}
+
+int64_t memory_for_fit_checks(const RunConfig& c, int64_t measured) {
+  return c.fault.memory_available_mb > 0 ? int64_t(c.fault.memory_available_mb) << 20 : measured;
 }
 
 void check_fits_or_throw(const RunConfig& c, int world, int ranks_sharing, int64_t available, const std::string& where) {

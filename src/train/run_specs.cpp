@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <vector>
 
-#include "lorabench/core/error.hpp"
+#include "lorabench/config/options.hpp"
 #include "lorabench/core/strings.hpp"
 #include "lorabench/model/qwen2.hpp"
 #include "lorabench/model/shape.hpp"
@@ -17,35 +16,26 @@ model::ModelShape model_shape_of(const RunConfig& c) {
 }
 
 void check_config_fits_model(const RunConfig& c, const model::ModelShape& shape) {
-  const std::string model =
-      c.model.path.empty() ? "the preset " + c.model.preset : (std::filesystem::path(c.model.path) / "config.json").string();
-  std::vector<std::string> problems;
-  auto add = [&](const std::string& key, const std::string& msg) {
-    const auto it = c.origin.find(key);
-    std::string where = it == c.origin.end() ? "config" : it->second;
-    if (where == "default") where = (c.input_path.empty() ? "<input>" : c.input_path) + " (default)";
-    problems.push_back(where + ": " + key + ": " + msg);
-  };
+  const std::string model = c.model.path.empty() ? "the preset " + c.model.preset
+                                                  : (std::filesystem::path(c.model.path) / "config.json").string();
+  ConfigProblems problems(c);
   if (shape.max_positions > 0 && c.data.seq_len > shape.max_positions)
-    add("data.seq_len", strformat("%d is above the model's max_position_embeddings = %lld (%s): positions beyond "
-                                  "it were never trained; lower data.seq_len",
-                                  c.data.seq_len, (long long)shape.max_positions, model.c_str()));
+    problems.add("data.seq_len", strformat("%d is above the model's max_position_embeddings = %lld (%s): positions "
+                                           "beyond it were never trained; lower data.seq_len",
+                                           c.data.seq_len, (long long)shape.max_positions, model.c_str()));
   const metrics::LoraSpec lora = metrics::LoraSpec::from_names(c.lora.enabled, c.lora.r, c.lora.targets);
   for (int i = 0; i < metrics::kLoraTargetCount; ++i) {
     const auto t = static_cast<metrics::LoraTarget>(i);
     if (!lora.targeted(t)) continue;
     const metrics::ProjectionShape p = metrics::projection_shape(flops_shape(shape), t);
     if (c.lora.r > std::min(p.in, p.out))
-      add("lora.r", strformat("%d is above the smaller dimension of the targeted %s projection (%lld in x %lld out, "
-                              "%s), which bounds the rank of any update to it; lower lora.r or leave %s out of "
-                              "lora.targets",
-                              c.lora.r, metrics::lora_target_name(t), (long long)p.in, (long long)p.out, model.c_str(),
-                              metrics::lora_target_name(t)));
+      problems.add("lora.r", strformat("%d is above the smaller dimension of the targeted %s projection (%lld in x "
+                                       "%lld out, %s), which bounds the rank of any update to it; lower lora.r or "
+                                       "leave %s out of lora.targets",
+                                       c.lora.r, metrics::lora_target_name(t), (long long)p.in, (long long)p.out,
+                                       model.c_str(), metrics::lora_target_name(t)));
   }
-  if (problems.empty()) return;
-  std::string msg = problems.size() == 1 ? "configuration error:" : "configuration errors:";
-  for (const auto& p : problems) msg += "\n  " + p;
-  throw ConfigError(msg);
+  problems.throw_if_any();
 }
 
 model::LoraSpec lora_spec_of(const RunConfig& c) {

@@ -16,6 +16,17 @@ host="$(hostname)"
 tiny=("$src/inputs/tiny.ini" --set run.output_dir=out --set run.quiet=true --set run.steps=2 --set run.warmup_steps=0)
 rows=()
 
+# tidy LINE: the line as the table shows it: no machine paths or host name, no tensor digests (they depend
+# on the trained values), `|` escaped for Markdown.
+tidy() {
+  local line=$1
+  line="${line//$work/WORK}"
+  line="${line//$src/SRC}"
+  line="${line//@$host]/@HOST]}"
+  line="${line//|/\\|}"
+  sed -E 's/\b[0-9a-f]{16}\b/DIGEST/g' <<<"$line"
+}
+
 # case CLASS WHAT CMD...: runs CMD, keeps exit code and the first line that says what went wrong.
 case_() {
   local class=$1 what=$2
@@ -31,11 +42,7 @@ case_() {
   # hwloc's own complaints (e.g. no /sys in a chroot) are not lorabench's answer to the bad input.
   [[ -n $line ]] || line="$(grep -v -e '^[[:space:]]*$' -e '^\[hwloc' err.txt | head -n1 || true)"
   [[ -n $line ]] || line="(nothing on stderr)"
-  line="${line//$work/WORK}"
-  line="${line//$src/SRC}"
-  line="${line//@$host]/@HOST]}"
-  line="${line//|/\\|}"
-  line="$(sed -E 's/\b[0-9a-f]{16}\b/DIGEST/g' <<<"$line")"  # tensor digests depend on the trained values
+  line="$(tidy "$line")"
   [[ $rc -ne 0 ]] || fail "$class: exit code 0 (a bad input must fail): $*"
   rows+=("| $class | $what | $rc | \`$line\` |")
 }
@@ -152,10 +159,7 @@ warn_() {
   local line
   line="$(grep -m1 'warning:' err.txt || true)"
   [[ -n $line ]] || { cat err.txt >&2; fail "$class: no warning: $*"; }
-  line="${line//$work/WORK}"
-  line="${line//$src/SRC}"
-  line="${line//@$host]/@HOST]}"
-  line="${line//|/\\|}"
+  line="$(tidy "$line")"
   warnings+=("| $class | $what | \`$line\` |")
 }
 warn_ "a key in two --set" "\`--set train.lr=1e-3 --set train.lr=3e-4\`" "$lorabench" "${tiny[@]}" --set run.name=w1 --set train.lr=1e-3 --set train.lr=3e-4

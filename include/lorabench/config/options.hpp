@@ -51,6 +51,23 @@ struct ValidationContext {
 // listing every problem, each naming its key and where the key was set.
 void validate_run_config(const RunConfig& cfg, const ValidationContext& ctx);
 
+// Problems with keys of a parsed configuration, each named with where the key was set (file:line, --set,
+// or "<input> (default)"), thrown together as one ConfigError: validate_run_config's checks and the checks
+// that need more than the configuration (the model's shape: train::check_config_fits_model).
+class ConfigProblems {
+ public:
+  struct Problem {
+    std::string where, key, message;
+  };
+  explicit ConfigProblems(const RunConfig& c) : c_(c) {}
+  void add(const std::string& key, const std::string& message);
+  void throw_if_any() const;  // "configuration error(s):" and one "where: key: message" line each
+
+ private:
+  const RunConfig& c_;
+  std::vector<Problem> problems_;
+};
+
 // The effective configuration, one "key value (origin)" row per key, for the start of a run.
 std::string effective_config_table(const RunConfig& cfg);
 // key -> resolved value, in table order (written to /config of the run file).

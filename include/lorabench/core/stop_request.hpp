@@ -1,6 +1,6 @@
 // Stop requests by signal: SIGTERM and SIGUSR1 (Slurm's `--signal=USR1@SECONDS`, `scancel --signal`,
-// preemption) and SIGINT (Ctrl-C on a run started by hand) ask a training run to finish its current step, write one checkpoint and exit with
-// kExitPreempted (docs/checkpoints.md, "Preemption"). The handler only records the request; the
+// preemption) and SIGINT (Ctrl-C on a run started by hand) ask a training run to finish its current step,
+// write one checkpoint and exit with kExitPreempted (docs/checkpoints.md, "Preemption"). The handler only records the request; the
 // trainer polls it once per step and the ranks agree on it, so every rank stops after the same step.
 // A signal that arrives while the checkpoint is written is counted and reported, never acted on: the
 // write completes and stays intact.

@@ -134,5 +134,8 @@ void write_prediction(io::RunFileWriter& run, const PlanRow& row, bool cuda, con
 // (negative: unknown, no check) of `where` ("this node" for host memory, the GPU for device memory) split
 // over `ranks_sharing`.
 void check_fits_or_throw(const RunConfig& c, int world, int ranks_sharing, int64_t available, const std::string& where);
+// The memory (bytes) the fit checks take a node or GPU to have: fault.memory_available_mb when set, else
+// `measured` (what the device reports).
+int64_t memory_for_fit_checks(const RunConfig& c, int64_t measured);
 
 }  // namespace lorabench::train
