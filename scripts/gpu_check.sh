@@ -522,22 +522,23 @@ bench() {
 # profile OUT DIR: where the GPU step goes, both sides in the same op groups (docs/performance.md), for
 # when a target of the GPU table is not reached: lorabench-profile-ops and bench/profile_peer.py (eager,
 # Liger, torch.compile) on the GPU workload, 3 profiled steps each; OUT/profile-*.md. LB_GPU_CHECK_PROFILE_
-# DEVICE, _PRESET, _SHAPE and _MODES replace cuda, qwen2.5-0.5b, "--seq 2048 --batch 8" and "eager liger
-# compile" (tests/e2e: the tiny shape on the CPU). Each profiler's messages go to OUT/profile-*.log.
+# DEVICE, _PRESET, _SHAPE, _MODES and _DTYPE replace cuda, qwen2.5-0.5b, "--seq 2048 --batch 8", "eager liger
+# compile" and bf16 (tests/e2e: the tiny shape on the CPU). Each profiler's messages go to OUT/profile-*.log.
 profile() {
   local build
   bench_env "$1" "$2"
   local dev=${LB_GPU_CHECK_PROFILE_DEVICE:-cuda} preset=${LB_GPU_CHECK_PROFILE_PRESET:-qwen2.5-0.5b} shape mode
+  local dt=${LB_GPU_CHECK_PROFILE_DTYPE:-bf16}
   read -r -a shape <<<"${LB_GPU_CHECK_PROFILE_SHAPE:---seq 2048 --batch 8}"
   local ops=$build/bench/lorabench-profile-ops failed=0
   [[ -x $ops ]] || die "no lorabench-profile-ops in $build: run 'scripts/gpu_check.sh run OUT' first (it builds it)"
   echo "gpu_check profile: lorabench" >&2
-  "$ops" --device "$dev" --preset "$preset" "${shape[@]}" --steps 3 --warmup 1 >"$OUT/profile-lorabench.md" \
+  "$ops" --device "$dev" --preset "$preset" --dtype "$dt" "${shape[@]}" --steps 3 --warmup 1 >"$OUT/profile-lorabench.md" \
     2>"$OUT/profile-lorabench.log" ||
     { echo "gpu_check profile: lorabench-profile-ops failed ($OUT/profile-lorabench.log)" >&2; failed=1; }
   for mode in ${LB_GPU_CHECK_PROFILE_MODES:-eager liger compile}; do
     echo "gpu_check profile: hf-$mode" >&2
-    python3 "$here/bench/profile_peer.py" --device "$dev" --preset "$preset" --mode "$mode" "${shape[@]}" \
+    python3 "$here/bench/profile_peer.py" --device "$dev" --preset "$preset" --mode "$mode" --precision "$dt" "${shape[@]}" \
       --steps 3 --warmup "$([[ $mode == compile ]] && echo 2 || echo 1)" >"$OUT/profile-hf-$mode.md" \
       2>"$OUT/profile-hf-$mode.log" ||
       { echo "gpu_check profile: profile_peer.py --mode $mode failed ($OUT/profile-hf-$mode.log)" >&2; failed=1; }

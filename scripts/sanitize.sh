@@ -64,9 +64,12 @@ ctest --output-on-failure "${jobs[@]}" -L unit "$@" || rc=1
 # Left out:
 # - e2e_bottleneck_*: they assert how much of a step injected delays take, calibrated on an uninstrumented
 #   build; instrumented compute is 2-3x slower, so the same delays are a smaller share.
-# - e2e_readme_using_it: README's block runs the 0.5B default model five times, alone (RUN_SERIAL, for
-#   memory); instrumented that is 166 s of CI's time with one core idle, for code the other e2e tests run at
-#   the tiny shapes (training under every strategy, numbered run names, lorabench comm, the report).
+# - e2e_readme_using_it: README's commands with an installed lorabench, the default 0.5B model once; the code
+#   it runs is what the other e2e tests run at the tiny shapes (training under every strategy, numbered run
+#   names, lorabench comm, the report), and instrumented the 0.5B run alone takes minutes.
+# - e2e_bench_* and e2e_gpu_check_*: their subject is the Python benchmark and the GPU check's shell flow; what
+#   they run of lorabench is one tiny training run, which e2e_train_single runs instrumented, while the peers'
+#   Python steps take most of their time whatever the build.
 ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0" ctest --output-on-failure "${jobs[@]}" --timeout 900 -L "mpi|e2e" \
-  -E "^(e2e_bottleneck_.*|e2e_readme_using_it)$" "$@" || rc=1
+  -E "^(e2e_bottleneck_.*|e2e_readme_using_it|e2e_bench_.*|e2e_gpu_check_.*)$" "$@" || rc=1
 exit $rc

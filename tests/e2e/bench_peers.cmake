@@ -4,9 +4,8 @@
 # micro-batch sweep (--sweep-batch) and its "does not fit" classifier. Needs the venv
 # that scripts/install-deps.sh fills with torch and the pinned peers (a missing peer fails the test); not
 # registered when LORABENCH_TORCH is not a venv. Label e2e. e2e_bench_profiles runs both step profilers on
-# the tiny shape. 600 s each: on a CPU without AVX-512 the peer's bf16 GEMMs are libtorch's reference
-# loops (the tiny shape's vocabulary head makes one peer step about 11 s there; the sweep case alone took
-# about 240 s on an AVX2-only EPYC core), against a few seconds where oneDNN runs them.
+# the tiny shape. On a CPU without AVX-512 the peers run in fp32 (bench_peers_e2e.sh says why: libtorch's
+# bf16 GEMMs are its reference loops there); 600 s each leaves room for slower machines.
 if(EXISTS "${LORABENCH_TORCH}/bin/python")
   foreach(case valid mismatch sweep)
     add_test(NAME e2e_bench_peers_${case}

@@ -24,16 +24,25 @@ case_name="$1" py="$2" lorabench="$3" src="$4" work="$5"
 mkdir -p "$work"
 export LORABENCH_BENCH_MODELS="$work/models"  # the tiny snapshot, shared by both cases
 out="$work/$case_name.out" err="$work/$case_name.err"
-cmd=("$py" "$src/bench/run_bench.py" --lorabench "$lorabench" --quick --device cpu)
+# The peers' dtype: bf16 where libtorch runs bf16 GEMMs with oneDNN (AVX-512), fp32 elsewhere. On a CPU
+# without AVX-512 the peer's bf16 GEMMs are libtorch's reference loops: the tiny shape's vocabulary head makes
+# one peer step about 11 s there, and these cases took 120-280 s each in bf16 against 10-40 s in fp32 on an
+# AVX2-only EPYC core. What the cases check (the equal-work check, the tables, the profilers' groups) is the
+# same code in either dtype; scripts/bench.sh refuses the full bf16 CPU table on such a CPU for that reason.
+dt=fp32
+"$py" -c "import sys; sys.path.insert(0, '$src/bench'); import benchlib; sys.exit(0 if benchlib.cpu_bf16_gemm_native() else 1)" && dt=bf16
+echo "bench_peers_e2e.sh: the peers run in $dt on this CPU"
+quick=("$py" "$src/bench/run_bench.py" --lorabench "$lorabench" --quick --device cpu)
+cmd=("${quick[@]}" --dtype "$dt")
 case "$case_name" in
   valid)
     rm -rf "$work/evidence"
     "${cmd[@]}" --json "$work/valid.json" --evidence "$work/evidence" --lorabench-set model.fused_head=true >"$out" 2>"$err" ||
       { cat "$out" "$err"; echo "FAIL: the quick benchmark failed"; exit 1; }
     # The table names lorabench's attention kernel (from its run files: in bf16 its blocked kernel where the CPU
-    # has AVX-512 BF16, libtorch's flash kernel elsewhere) and any key given beyond the benchmark's.
+    # has AVX-512 BF16, libtorch's flash kernel elsewhere and in fp32) and any key given beyond the benchmark's.
     kernel=cpu_flash
-    grep -qw avx512_bf16 /proc/cpuinfo && kernel=cpu_blocked
+    [[ $dt == bf16 ]] && grep -qw avx512_bf16 /proc/cpuinfo && kernel=cpu_blocked
     grep -qF -- "- lorabench's attention kernel (its run files' /provenance/attention_kernel): $kernel" "$out" ||
       { cat "$out"; echo "FAIL: no attention kernel line naming $kernel"; exit 1; }
     grep -qF -- "- lorabench ran with these keys beyond the benchmark's (--lorabench-set): \`model.fused_head=true\`" "$out" ||
@@ -48,11 +57,11 @@ if j.get("complete") is not True or sorted(runs) != ["eager", "lorabench"] or an
 PY
     # --evidence: one file, <family>/<UTC date>-<commit>-quick-set.json, whose run file hashes as it says, and
     # from which the generator writes a page with no number the evidence lacks (tests/docs/ checks the same).
-    "$py" - "$work/evidence" "$src" <<'PY'
+    "$py" - "$work/evidence" "$src" "$dt" <<'PY'
 import glob, hashlib, importlib.util, json, os, re, sys
-ev_dir, src = sys.argv[1], sys.argv[2]
+ev_dir, src, dt = sys.argv[1], sys.argv[2], sys.argv[3]
 files = glob.glob(os.path.join(ev_dir, "*", "*.json"))
-if len(files) != 1 or not re.fullmatch(r"\d{4}-\d\d-\d\d-([0-9a-f]{7}|nogit)-quick-set\.json", os.path.basename(files[0])):
+if len(files) != 1 or not re.fullmatch(r"\d{4}-\d\d-\d\d-([0-9a-f]{7}|nogit)-quick(-fp32)?-set\.json", os.path.basename(files[0])):
     sys.exit(f"FAIL: --evidence wrote {files}")
 ev = json.load(open(files[0]))
 if ev["schema"] != "lorabench-evidence/1" or ev["machine"]["family"] != os.path.basename(os.path.dirname(files[0])):
@@ -71,13 +80,13 @@ gen = check.load_generator(src)
 evidence = gen.load(ev_dir, allow_quick=True)
 page = gen.render(evidence, ev_dir)
 problems = check.check_numbers("the page", page, check.evidence_numbers(evidence, gen.FORMATS.values()))
-if problems or "| tiny-bf16 | hf-eager | 1 |" not in page:
+if problems or f"| tiny-{dt} | hf-eager | 1 |" not in page:
     sys.exit(f"FAIL: {problems or 'no hf-eager row'}\n{page}")
 print(f"evidence {files[0]}: run file hashed, page of {len(page.splitlines())} lines")
 PY
-    grep -qE "tiny-bf16 round 0 hf-eager: [0-9.]+ s/step, [0-9.]+ tokens/s, [0-9]+ MiB, step-0 loss" "$err" ||
+    grep -qE "tiny-$dt round 0 hf-eager: [0-9.]+ s/step, [0-9.]+ tokens/s, [0-9]+ MiB, step-0 loss" "$err" ||
       { cat "$err"; echo "FAIL: no progress line with tokens/s and memory"; exit 1; }
-    for row in "| tiny-bf16 | lorabench single | 1 |" "| tiny-bf16 | hf-eager | 1 |"; do
+    for row in "| tiny-$dt | lorabench single | 1 |" "| tiny-$dt | hf-eager | 1 |"; do
       grep -qF -- "$row" "$out" || { cat "$out"; echo "FAIL: no row '$row'"; exit 1; }
     done
     grep -q "INVALID" "$out" "$err" && { cat "$out" "$err"; echo "FAIL: INVALID in a passing run"; exit 1; }
@@ -108,7 +117,7 @@ PY
     if "${cmd[@]}" --fault-peer-seed-offset 1 >"$out" 2>"$err"; then
       cat "$out" "$err"; echo "FAIL: the equal-work check passed on different tokens"; exit 1
     fi
-    grep -q "INVALID: tiny-bf16: hf-eager step-0 loss" "$err" ||
+    grep -q "INVALID: tiny-$dt: hf-eager step-0 loss" "$err" ||
       { cat "$out" "$err"; echo "FAIL: not the equal-work check"; exit 1; }
     # --lorabench-set: a key that defines the workload, or no KEY=VALUE, is refused before anything runs; a
     # value lorabench refuses stops the benchmark with lorabench's message (the key reaches its command line).
@@ -175,7 +184,7 @@ PY
     fi
     grep -q "bench: REFUSED: this CPU has no AVX-512" "$out.refused-cpu" || { cat "$out.refused-cpu"; echo "FAIL: not the refusal"; exit 1; }
     # In fp32 (on an AVX2-only CPU also several times faster than the peer's bf16 reference loops).
-    "${cmd[@]}" --dtype fp32 --sweep-batch --sweep-max 2 --json "$work/sweep.json" >"$out" 2>"$err" ||
+    "${quick[@]}" --dtype fp32 --sweep-batch --sweep-max 2 --json "$work/sweep.json" >"$out" 2>"$err" ||
       { cat "$out" "$err"; echo "FAIL: the sweep failed"; exit 1; }
     grep -qF "tiny-fp32, the largest micro-batch each side fits (doubling, 1 warm-up + 1 step per try): lorabench 2 (4 and above not tried (--sweep-max 2)); hf-eager 2 (4 and above not tried (--sweep-max 2))" "$out" ||
       { cat "$out"; echo "FAIL: no sweep line"; exit 1; }
@@ -239,10 +248,14 @@ PY
     OMP_NUM_THREADS=1 "$lorabench" --preset tiny --steps 1 --warmup 1 >"$out.ours" 2>"$err" ||
       { cat "$out.ours" "$err"; echo "FAIL: lorabench-profile-ops failed"; exit 1; }
     check_groups "$out.ours"
-    OMP_NUM_THREADS=1 "$py" "$src/bench/profile_peer.py" --preset tiny --steps 1 --warmup 1 >"$out.peer" 2>"$err" ||
-      { cat "$out.peer" "$err"; echo "FAIL: profile_peer.py failed"; exit 1; }
-    check_groups "$out.peer"
-    # The fp32 table's peer (scripts/bench.sh --dtype fp32) in the same groups.
+    # The peer as profile_peer.py runs it by default (bf16) where bf16 GEMMs run in oneDNN, then the fp32 table's
+    # peer (scripts/bench.sh --dtype fp32) in the same groups; elsewhere the fp32 one only (see $dt above).
+    if [[ $dt == bf16 ]]; then
+      OMP_NUM_THREADS=1 "$py" "$src/bench/profile_peer.py" --preset tiny --steps 1 --warmup 1 >"$out.peer" 2>"$err" ||
+        { cat "$out.peer" "$err"; echo "FAIL: profile_peer.py failed"; exit 1; }
+      grep -q "^hf-eager tiny bf16, seq 256:" "$out.peer" || { cat "$out.peer"; echo "FAIL: not the bf16 peer"; exit 1; }
+      check_groups "$out.peer"
+    fi
     OMP_NUM_THREADS=1 "$py" "$src/bench/profile_peer.py" --preset tiny --precision fp32 --steps 1 --warmup 1 \
       >"$out.peer32" 2>"$err" || { cat "$out.peer32" "$err"; echo "FAIL: profile_peer.py --precision fp32 failed"; exit 1; }
     grep -q "^hf-eager tiny fp32, seq 256:" "$out.peer32" || { cat "$out.peer32"; echo "FAIL: not the fp32 peer"; exit 1; }
@@ -263,18 +276,19 @@ PY
     # left in other groups (the fault this guards against).
     check_groups "$out.fsdp2" "collectives (waiting for gloo's transfers)@2"
     # scripts/gpu_check.sh profile (both profilers on the GPU workload, on the lent machine) here on the CPU:
-    # the tiny shape, the eager peer; its files have the group tables.
+    # the tiny shape, the eager peer, both sides in $dt; its files have the group tables.
     mkdir -p "$work/gpuprof/build/bench" "$work/gpuprof/carry/debs"
     ln -sf "$lorabench" "$work/gpuprof/build/bench/lorabench-profile-ops"
     PATH="$(dirname "$py"):$PATH" LB_GPU_CHECK_BUILD="$work/gpuprof/build" LB_GPU_CHECK_PROFILE_DEVICE=cpu \
       LB_GPU_CHECK_PROFILE_PRESET=tiny LB_GPU_CHECK_PROFILE_SHAPE="--seq 128 --batch 2" LB_GPU_CHECK_PROFILE_MODES=eager \
+      LB_GPU_CHECK_PROFILE_DTYPE=$dt \
       OMP_NUM_THREADS=1 "$src/scripts/gpu_check.sh" profile "$work/gpuprof/out" "$work/gpuprof/carry" >"$out.gpuprof" 2>&1 ||
       { cat "$out.gpuprof" "$work"/gpuprof/out/*; echo "FAIL: gpu_check.sh profile failed"; exit 1; }
     # Each .md starts with its profiler's header line (its messages are in the .log beside it).
     for f in lorabench hf-eager; do [[ -f "$work/gpuprof/out/profile-$f.log" ]] || { echo "FAIL: no profile-$f.log"; exit 1; }; done
-    head -n 1 "$work/gpuprof/out/profile-lorabench.md" | grep -q "^tiny bf16, seq 128, micro-batch 2, cpu:" ||
+    head -n 1 "$work/gpuprof/out/profile-lorabench.md" | grep -q "^tiny $dt, seq 128, micro-batch 2, cpu:" ||
       { cat "$work/gpuprof/out/profile-lorabench.md"; echo "FAIL: not lorabench's profile of seq 128 x 2"; exit 1; }
-    head -n 1 "$work/gpuprof/out/profile-hf-eager.md" | grep -q "^hf-eager tiny bf16, seq 128, micro-batch 2:" ||
+    head -n 1 "$work/gpuprof/out/profile-hf-eager.md" | grep -q "^hf-eager tiny $dt, seq 128, micro-batch 2:" ||
       { cat "$work/gpuprof/out/profile-hf-eager.md"; echo "FAIL: not the peer's profile of seq 128 x 2"; exit 1; }
     check_groups "$work/gpuprof/out/profile-lorabench.md"
     check_groups "$work/gpuprof/out/profile-hf-eager.md"
@@ -288,7 +302,7 @@ PY
         { cat "$out.nocuda"; echo "FAIL: profile_peer.py --device cuda without a GPU: exit $rc"; exit 1; }
     fi
     # Under torch.compile the generated kernels are a group of their own, not time outside ops.
-    OMP_NUM_THREADS=1 "$py" "$src/bench/profile_peer.py" --preset tiny --mode compile --steps 1 --warmup 2 \
+    OMP_NUM_THREADS=1 "$py" "$src/bench/profile_peer.py" --preset tiny --mode compile --precision "$dt" --steps 1 --warmup 2 \
       >"$out.compiled" 2>"$err" || { cat "$out.compiled" "$err"; echo "FAIL: profile_peer.py --mode compile failed"; exit 1; }
     check_groups "$out.compiled" "torch.compile's generated kernels"
     # bench/attention_cpu.py (docs/performance.md, "What was tried"): the flash kernel checked against the

@@ -12,5 +12,5 @@ endforeach()
 add_test(NAME e2e_readme_using_it
          COMMAND ${CMAKE_CURRENT_LIST_DIR}/readme_e2e.sh ${PROJECT_BINARY_DIR} ${PROJECT_SOURCE_DIR}
                  ${CMAKE_CURRENT_BINARY_DIR}/e2e_readme ${LORABENCH_MPIEXEC})
-set_tests_properties(e2e_readme_using_it PROPERTIES LABELS e2e TIMEOUT 900 RUN_SERIAL TRUE
+set_tests_properties(e2e_readme_using_it PROPERTIES LABELS e2e TIMEOUT 900
                      ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1")
