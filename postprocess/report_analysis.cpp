@@ -165,6 +165,9 @@ void fill_stragglers(TrainRow& t, const RunRecord& r, double threshold) {
   }
   for (auto& p : phase_sum)
     for (double& v : p) v /= n;
+  std::vector<double> means;
+  for (const auto& rs : ranks) means.push_back(rs.compute_s);
+  for (size_t w = 0; w < world; ++w) ranks[w].vs_others = metrics::ratio_to_others(means, w);
   t.stragglers = metrics::summarize_stragglers(compute, threshold, phase_sum);
   for (const auto& st : t.stragglers.steps)
     if (st.ratio >= threshold) ++ranks[st.slowest_rank].slowest_steps;
@@ -490,7 +493,7 @@ std::string straggler_sentence(const AttributionInput& in, const AttributionRule
                   "the slowest on average computes %.2fx the others)",
                   g.step_ratio_median, rules.straggler_ratio, named, g.named_steps, in.measured_steps, g.factor);
   }
-  s += strformat("; straggler ratio %.3f (slowest / median rank's mean compute; median step %.3f, threshold %.2f); "
+  s += strformat("; straggler ratio %.3f (slowest / the other ranks' median mean compute; median step %.3f, threshold %.2f); "
                  "the ranks wait for it: waiting for peers is %.0f%% of the step",
                  g.ratio, g.step_ratio_median, rules.straggler_ratio, pct(in.wait_share));
   return s;
@@ -560,7 +563,7 @@ Attribution attribute(const AttributionInput& in, const AttributionRules& rules)
   }
   if (g.kind == "hiccup")
     a.evidence.push_back(strformat("hiccups, not a straggler: %zu of %d measured steps had a rank computing at least "
-                                   "%.2fx the median rank's (rank %d in %zu of them), the median step did not "
+                                   "%.2fx the median of the other ranks' (rank %d in %zu of them), the median step did not "
                                    "(%.3f)",
                                    g.steps_over, in.measured_steps, rules.straggler_ratio, g.top_rank, g.top_steps,
                                    g.step_ratio_median));

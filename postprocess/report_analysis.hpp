@@ -70,6 +70,8 @@ struct AttributionInput {
 struct RankStat {
   double compute_s = NAN, wait_s = NAN, transfer_s = NAN, data_s = NAN;  // means per step
   size_t slowest_steps = 0;  // steps in which it was the slowest by at least the straggler threshold
+  double vs_others = NAN;    // compute_s / the other ranks' median compute_s (metrics::ratio_to_others): the
+                             // slowest rank's is the straggler ratio the phase table and the verdict quote
 };
 
 // The collective benchmark row a training run's communication is compared with.

@@ -389,12 +389,12 @@ void section_phases(std::ostringstream& o, const Analysis& a) {
        "measured steps, median over ranks); *other* = 100% - the five phases. The exposed communication splits "
        "into *wait for peers* (blocked before the last rank arrived at the collective) and *transfer* (blocked "
        "after every rank had arrived). Straggler ratio = slowest rank's mean compute time (step minus blocked "
-       "time) / the median rank's; *stragglers*: balanced, persistent (the same rank slowest in most steps), "
+       "time) / the median of the other ranks'; *stragglers*: balanced, persistent (the same rank slowest in most steps), "
        "intermittent or hiccup (docs/report.md).\n\n";
   Table t({"run", "strategy", "world", "step (rank median, ms)", "data", "forward", "backward", "comm (exposed)",
            "wait for peers", "transfer", "optimizer", "other", "straggler ratio", "slowest rank", "stragglers"});
-  Table ranks({"run", "rank", "compute (ms)", "wait for peers (ms)", "transfer (ms)", "data (ms)",
-               "slowest in steps"});
+  Table ranks({"run", "rank", "compute (ms)", "compute / others'", "wait for peers (ms)", "transfer (ms)",
+               "data (ms)", "slowest in steps"});
   for (const auto& r : a.train) {
     if (!r.run->completed()) continue;
     std::vector<std::string> row = {r.run->name, r.strategy, intish(r.world), ms(r.step_rank_median)};
@@ -414,8 +414,9 @@ void section_phases(std::ostringstream& o, const Analysis& a) {
     if (r.world < 2) continue;
     for (size_t k = 0; k < r.ranks.size(); ++k) {
       const RankStat& rs = r.ranks[k];
-      ranks.add({r.run->name, strformat("%zu", k), ms(rs.compute_s), ms(rs.wait_s), ms(rs.transfer_s), ms(rs.data_s),
-                 strformat("%zu of %d", rs.slowest_steps, r.straggler_steps_measured)});
+      ranks.add({r.run->name, strformat("%zu", k), ms(rs.compute_s),
+                 known(rs.vs_others) ? strformat("%.3f", rs.vs_others) : kNA, ms(rs.wait_s), ms(rs.transfer_s),
+                 ms(rs.data_s), strformat("%zu of %d", rs.slowest_steps, r.straggler_steps_measured)});
     }
   }
   if (t.empty()) {
@@ -424,8 +425,9 @@ void section_phases(std::ostringstream& o, const Analysis& a) {
   }
   o << t.str() << "\n";
   if (!ranks.empty()) {
-    o << strformat("Per rank (runs with several ranks): means per measured step; *slowest in steps*: steps in which "
-                   "the rank computed longest with a step straggler ratio of at least %.2f.\n\n",
+    o << strformat("Per rank (runs with several ranks): means per measured step; *compute / others'*: the rank's "
+                   "compute over the median of the other ranks' (the slowest rank's is the straggler ratio); "
+                   "*slowest in steps*: steps in which the rank computed at least %.2fx the others' median.\n\n",
                    a.rules.straggler_ratio);
     o << ranks.str() << "\n";
   }
@@ -435,8 +437,8 @@ void section_attribution(std::ostringstream& o, const Analysis& a) {
   o << "## Bottleneck attribution\n\n";
   const auto& R = a.rules;
   o << strformat("Rules (docs/report.md): *data-bound* when data is at least %.0f%% of the step; *straggler-bound* "
-                 "when, in the median step, the slowest rank computes at least %.2fx the median rank's compute "
-                 "time; *communication-bound* when the ranks stay blocked at least %.0f%% of the step after the "
+                 "when, in the median step, the slowest rank computes at least %.2fx the median of the other "
+                 "ranks' compute time; *communication-bound* when the ranks stay blocked at least %.0f%% of the step after the "
                  "last rank arrived (transfer); when several hold, the largest cost wins (data share, the wait "
                  "for peers share, the transfer share); otherwise *compute-bound*. Achieved bus bandwidth = sum "
                  "over the measured steps of bytes_<op> x bus factor / sum of transfer_s.\n\n",

@@ -125,9 +125,9 @@ RunFileReader::RunFileReader(const std::string& path) : path_(path), file_(h5::o
   if (!h5::has_attr(file_, schema::kAttrSchemaVersion))
     throw IoError(path + ": not a lorabench run file (no schema_version)");
   int64_t v = h5::read_attr_int(file_, schema::kAttrSchemaVersion);
-  if (v != schema::kVersion)
-    throw IoError(path + ": schema version " + std::to_string(v) + " (this build reads version " +
-                  std::to_string(schema::kVersion) + ")");
+  if (v < schema::kOldestReadableVersion || v > schema::kVersion)
+    throw IoError(path + ": schema version " + std::to_string(v) + " (this build reads versions " +
+                  std::to_string(schema::kOldestReadableVersion) + " to " + std::to_string(schema::kVersion) + ")");
 }
 
 std::string RunFileReader::kind() const { return h5::read_attr_string(file_, schema::kAttrKind); }

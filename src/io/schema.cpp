@@ -31,7 +31,7 @@ const std::vector<StepColumnInfo>& step_columns() {
       {"transfer_s", false, "s", "comm_exposed_s - wait_peers_s: blocked after every rank had arrived"},
       {"collectives", true, "", "collectives this rank recorded in the step (data and control plane)"},
       {"straggler_ratio", false, "",
-       "this step's largest compute_s over ranks / the median rank's (the same in every rank's row)"},
+       "this step's largest compute_s over ranks / the median of the other ranks' (the same in every rank's row)"},
       {"slowest_rank", true, "", "the rank with this step's largest compute_s (the same in every rank's row)"},
       {"tokens_per_s", false, "tokens/s", "tokens / step_s on this rank"},
       {"flops", false, "FLOP", "model FLOPs of this rank's step (LoRA-aware formula, docs/metrics.md)"},
@@ -112,8 +112,8 @@ const std::vector<std::pair<const char*, const char*>>& summary_attributes() {
       {"compute_s_rank_median", ""}, {"compute_s_rank_max", ""},
       {"wait_peers_s_rank_min", ""}, {"wait_peers_s_rank_median", ""}, {"wait_peers_s_rank_max", ""},
       {"transfer_s_rank_min", ""}, {"transfer_s_rank_median", ""}, {"transfer_s_rank_max", ""},
-      {"straggler_ratio", "compute_s_rank_max / compute_s_rank_median: the slowest rank's mean compute over the "
-                          "median rank's (1 = balanced)"},
+      {"straggler_ratio", "the slowest rank's mean compute_s over the median of the other ranks' means (1 = "
+                          "balanced, and with one rank)"},
       {"slowest_rank", "rank with the largest mean compute_s"},
       {"straggler_threshold", "per-step ratio from which a step counts as having a straggler (1.10)"},
       {"straggler_step_ratio_median", "median over measured steps of the per-step straggler_ratio"},

@@ -65,8 +65,18 @@ RankSummary summarize_ranks(const std::vector<double>& per_rank) {
   r.max = per_rank[r.slowest_rank];
   r.min = per_rank[r.fastest_rank];
   r.median = median(per_rank);
-  r.straggler_ratio = r.median != 0 ? r.max / r.median : std::numeric_limits<double>::quiet_NaN();
+  r.straggler_ratio = ratio_to_others(per_rank, r.slowest_rank);
   return r;
+}
+
+double ratio_to_others(const std::vector<double>& per_rank, size_t k) {
+  LB_CHECK(k < per_rank.size(), "rank " + std::to_string(k) + " of " + std::to_string(per_rank.size()));
+  if (per_rank.size() == 1) return 1.0;
+  std::vector<double> others;
+  for (size_t r = 0; r < per_rank.size(); ++r)
+    if (r != k) others.push_back(per_rank[r]);
+  const double m = median(others);
+  return m != 0 ? per_rank[k] / m : std::numeric_limits<double>::quiet_NaN();
 }
 
 StragglerSummary summarize_stragglers(const std::vector<std::vector<double>>& compute, double threshold,

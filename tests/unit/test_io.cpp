@@ -75,17 +75,22 @@ TEST(RunFile, NeverOverwritesAndRefusesForeignFiles) {
   } catch (const IoError& e) {
     EXPECT_NE(std::string(e.what()).find("not a lorabench run file"), std::string::npos) << e.what();
   }
-  const std::string future = tmp("future.h5");
-  {
-    h5::Handle f = h5::create_truncate(future);
-    h5::write_attr(f, schema::kAttrProgram, schema::kProgram);
-    h5::write_attr(f, schema::kAttrSchemaVersion, 99);
-  }
-  try {
-    io::RunFileReader r(future);
-    ADD_FAILURE() << "an unknown schema version was accepted";
-  } catch (const IoError& e) {
-    EXPECT_NE(std::string(e.what()).find("schema version 99"), std::string::npos) << e.what();
+  // Versions 2 and 3 share the layout (3 changed straggler_ratio's denominator): both open; 1 and 99 do not.
+  for (int version : {1, 2, 3, 99}) {
+    const std::string file = tmp("version" + std::to_string(version) + ".h5");
+    {
+      h5::Handle f = h5::create_truncate(file);
+      h5::write_attr(f, schema::kAttrProgram, schema::kProgram);
+      h5::write_attr(f, schema::kAttrSchemaVersion, version);
+    }
+    try {
+      io::RunFileReader r(file);
+      EXPECT_TRUE(version == 2 || version == 3) << "schema version " << version << " was accepted";
+    } catch (const IoError& e) {
+      EXPECT_FALSE(version == 2 || version == 3) << e.what();
+      EXPECT_NE(std::string(e.what()).find("schema version " + std::to_string(version) + " (this build reads versions 2 to 3)"),
+                std::string::npos) << e.what();
+    }
   }
   const std::string text = tmp("text.h5");
   { FILE* f = fopen(text.c_str(), "w"); fputs("not hdf5", f); fclose(f); }

@@ -10,7 +10,11 @@
 namespace lorabench::schema {
 
 // Bumped whenever a name below changes meaning or disappears. Readers refuse other versions.
-constexpr int kVersion = 2;  // 2: straggler metrics from compute time, wait/transfer split
+// 2: straggler metrics from compute time, wait/transfer split. 3: straggler_ratio's denominator is the
+// median of the other ranks (the slowest left out), the layout unchanged; readers take 2 and 3 (the report
+// recomputes the ratios from compute_s either way).
+constexpr int kVersion = 3;
+constexpr int kOldestReadableVersion = 2;
 constexpr const char* kProgram = "lorabench";
 
 // Root attributes.

@@ -27,26 +27,32 @@ struct RankSummary {
   double min = 0;
   double median = 0;
   double max = 0;
-  double straggler_ratio = 0;  // max / median; 1 = perfectly balanced; NaN when the median is 0
+  // The slowest rank against the others: max / the median of the other ranks' values (the slowest left out,
+  // so that with two ranks a rank 19% slower reads 1.19, not 1.19 / 1.095); 1 = balanced, and with one rank;
+  // NaN when that median is 0. The report's per-rank table shows the same quotient for every rank.
+  double straggler_ratio = 0;
   size_t slowest_rank = 0;     // index of the maximum (the lowest rank among ties)
   size_t fastest_rank = 0;     // index of the minimum (the lowest rank among ties)
 };
 RankSummary summarize_ranks(const std::vector<double>& per_rank);
+// per_rank[k] / the median of the other ranks' values: RankSummary::straggler_ratio's quotient for rank k
+// (1 with one rank, NaN when that median is 0).
+double ratio_to_others(const std::vector<double>& per_rank, size_t k);
 
 // The straggler threshold of the run's summary and of the report's default rules: a rank whose compute
-// time is at least 1.10x the median rank's is a straggler in that step.
+// time is at least 1.10x the median of the other ranks' is a straggler in that step.
 inline constexpr double kStragglerThreshold = 1.10;
 
 // Stragglers found from compute time (the step without the time blocked in collectives), not step time:
 // the collectives make every rank's step time equal (docs/metrics.md, "Stragglers").
 struct StepStraggler {
-  double ratio = 0;         // the step's slowest rank's compute / the median rank's (NaN when the median is 0)
+  double ratio = 0;         // the step's slowest rank's compute / the other ranks' median (RankSummary)
   size_t slowest_rank = 0;  // lowest rank among ties
 };
 struct StragglerSummary {
   std::vector<StepStraggler> steps;  // one per step given
   // From each rank's mean compute over the steps:
-  double ratio = 0;           // slowest rank's mean / median rank's mean (RankSummary::straggler_ratio)
+  double ratio = 0;           // slowest rank's mean / the other ranks' median mean (RankSummary::straggler_ratio)
   size_t slowest_rank = 0;    // the rank with the largest mean
   // From the steps:
   double step_ratio_median = 0;  // median over steps of the per-step ratio (a one-step hiccup does not move it)
