@@ -57,10 +57,12 @@ int info(const std::string& path) {
   io::CheckpointContents c = io::read_checkpoint(path, true);
   int64_t params = 0;
   for (const auto& t : c.tensors) params += t.numel();
-  std::printf("checkpoint  %s\nformat      %s version %d, complete\nstep        %lld\ntensors     %zu (%lld values, "
-              "%s), digests verified\n",
-              path.c_str(), io::kCheckpointFormat, io::kCheckpointFormatVersion, (long long)c.step, c.tensors.size(),
-              (long long)params, format_bytes(double(params) * 4).c_str());
+  std::printf("checkpoint  %s\nformat      %s version %d, complete\nseal        %s\nstep        %lld\ntensors     "
+              "%zu (%lld values, %s), digests verified\n",
+              path.c_str(), io::kCheckpointFormat, io::kCheckpointFormatVersion,
+              c.sealed ? ("hash " + c.seal_hash + " verified").c_str()
+                       : "none (written before seals: its HDF5 metadata was not checked before reading)",
+              (long long)c.step, c.tensors.size(), (long long)params, format_bytes(double(params) * 4).c_str());
   for (const auto& g : c.groups) {
     if (g.attrs.empty()) continue;
     std::printf("\n[%s]\n", g.name.c_str());

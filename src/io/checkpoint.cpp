@@ -259,12 +259,16 @@ double write_checkpoint_file(const std::string& path, MPI_Comm comm, CheckpointW
   const double t0 = sys::now_s();
   bool ok = true;
   std::string err;
+  // Room for the seal (kCheckpointSealBytes, written by rank 0 once the file is closed).
+  h5::Handle fcpl(H5Pcreate(H5P_FILE_CREATE));
+  check(H5Pset_userblock(fcpl, kCheckpointSealBytes), path, "H5Pset_userblock failed");
   if (mode == CheckpointWriteMode::kGathered) {
     if (rank == 0) {
       try {
-        h5::Handle f(check_id(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), path, "cannot create"));
+        h5::Handle f(check_id(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT), path, "cannot create"));
         write_body(f, path, false, comm, step, groups, tensors, rank_seeds);
         f.reset();
+        seal_checkpoint_file(path);
         fsync_file(path);
       } catch (const std::exception& e) {
         ok = false;
@@ -277,7 +281,7 @@ double write_checkpoint_file(const std::string& path, MPI_Comm comm, CheckpointW
       check(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL), path, "H5Pset_fapl_mpio failed");
       H5Pset_all_coll_metadata_ops(fapl, 1);
       H5Pset_coll_metadata_write(fapl, 1);
-      h5::Handle f(check_id(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl), path,
+      h5::Handle f(check_id(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl), path,
                             "cannot create (MPI-IO driver)"));
       write_body(f, path, true, comm, step, groups, tensors, rank_seeds);
       f.reset();  // collective close
@@ -288,6 +292,7 @@ double write_checkpoint_file(const std::string& path, MPI_Comm comm, CheckpointW
     MPI_Barrier(comm);
     if (ok && rank == 0) {
       try {
+        seal_checkpoint_file(path);
         fsync_file(path);
       } catch (const std::exception& e) {
         ok = false;
@@ -342,7 +347,11 @@ CheckpointWriteResult save_checkpoint(const std::string& dir, int64_t step, MPI_
         for (const auto& p : list_checkpoints(dir)) {
           const int64_t s = checkpoint_step_of(fs::path(p).filename().string());
           if (s >= step) continue;
-          if (!probe_checkpoint(p).complete) continue;
+          // A sealed file is complete (the seal is written after the complete marker and the close); its
+          // size agreeing with the seal is enough here, without reading it all or opening it with libhdf5.
+          const CheckpointSeal seal = check_checkpoint_seal(p, /*with_hash=*/false);
+          if (seal.state == CheckpointSeal::kDamaged) continue;
+          if (seal.state == CheckpointSeal::kUnsealed && !probe_checkpoint(p).complete) continue;
           if (kept < keep_last) {
             ++kept;
             continue;
@@ -374,6 +383,13 @@ CheckpointProbe probe_checkpoint(const std::string& path) {
     p.problem = "missing";
     return p;
   }
+  const CheckpointSeal seal = check_checkpoint_seal(path, /*with_hash=*/true);
+  if (seal.state == CheckpointSeal::kDamaged) {
+    p.problem = seal.problem;
+    return p;
+  }
+  p.sealed = seal.state == CheckpointSeal::kSealed;
+  p.seal_hash = seal.stored_hash;
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     p.problem = "not an HDF5 file";
     return p;
@@ -451,6 +467,8 @@ CheckpointReader::CheckpointReader(const std::string& path) {
   CheckpointContents& c = contents_;
   c.path = path;
   c.step = p.step;
+  c.sealed = p.sealed;
+  c.seal_hash = p.seal_hash;
   file_ = check_id(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), path, "cannot open");
   try {
     const int64_t version = h5::read_attr_int(file_, kCkptAttrFormatVersion);

@@ -84,7 +84,20 @@ case "$case_name" in
     expect_in diff.txt "state         step"
     head -c 5000 out/r/checkpoints/step_00000006.h5 >cut.h5
     run 2 cut.txt "$lorabench" checkpoint info cut.h5
-    expect_in cut.txt "cut.h5: unreadable (truncated file"
+    expect_in cut.txt "cut.h5: damaged: 5000 bytes, the seal says"
+    expect_in cut.txt "(truncated)"
+    # One byte of the HDF5 metadata (the superblock, just after the 512 bytes of the seal; and the root
+    # group's object header) changed: info and verify report the file as damaged (exit 2), libhdf5 never
+    # reads it (issue 49, item 3: it segfaulted or hung there).
+    for off in 520 700 1200; do
+      cp out/r/checkpoints/step_00000006.h5 meta.h5
+      flip_byte meta.h5 "$off"
+      run 2 meta-info.txt "$lorabench" checkpoint info meta.h5
+      expect_in meta-info.txt "meta.h5: damaged: the file's hash"
+      run 2 meta-verify.txt "$lorabench" checkpoint verify meta.h5 out/r/checkpoints/step_00000006.h5
+      expect_in meta-verify.txt "meta.h5: damaged: the file's hash"
+    done
+    expect_in info.txt "seal        hash "
     run 2 usage.txt "$lorabench" checkpoint verify only-one.h5
     ;;
   kill_single)
@@ -304,13 +317,14 @@ case "$case_name" in
     # Nothing left to run.
     run 2 done.log "$lorabench" "${common[@]}" --set run.name=r --set checkpoint.resume=latest --set run.steps=4
     expect_in done.log "leaves nothing to run"
-    # The newest checkpoint truncated, an unmarked file named like a newer one: both skipped with a warning.
-    truncate -s 20000 out/r/checkpoints/step_00000004.h5
+    # The newest checkpoint with one byte of its HDF5 metadata changed (libhdf5 crashed on such files before
+    # the seal), an unmarked file named like a newer one: both skipped with a warning.
+    flip_byte out/r/checkpoints/step_00000004.h5 700
     echo partial >out/r/checkpoints/step_00000005.h5
     run 0 skip.log "$lorabench" "${common[@]}" --set run.name=r --set checkpoint.resume=latest --set run.steps=6 \
       --set run.quiet=false
-    expect_in skip.log "skipping checkpoint $work/out/r/checkpoints/step_00000005.h5: not an HDF5 file"
-    expect_in skip.log "skipping checkpoint $work/out/r/checkpoints/step_00000004.h5: unreadable (truncated file"
+    expect_in skip.log "skipping checkpoint $work/out/r/checkpoints/step_00000005.h5: damaged: 8 bytes, too short"
+    expect_in skip.log "skipping checkpoint $work/out/r/checkpoints/step_00000004.h5: damaged: the file's hash"
     expect_in skip.log "resume: $work/out/r/checkpoints/step_00000002.h5, step 2"
     "$checker" run out/r/run.h5 4 completed
     # step 4 was written again by the resumed run.
@@ -322,7 +336,7 @@ case "$case_name" in
     run 2 missing.log "$lorabench" "${common[@]}" --set run.name=new --set checkpoint.resume=latest
     [[ ! -e out/new ]] || fail "a failed resume created the run directory"
     run 2 path.log "$lorabench" "${common[@]}" --set run.name=p --set checkpoint.resume="$work/out/r/checkpoints/step_00000005.h5"
-    expect_in path.log "checkpoint.resume = $work/out/r/checkpoints/step_00000005.h5: cannot resume ($work/out/r/checkpoints/step_00000005.h5: not an HDF5 file"
+    expect_in path.log "checkpoint.resume = $work/out/r/checkpoints/step_00000005.h5: cannot resume ($work/out/r/checkpoints/step_00000005.h5: damaged: 8 bytes, too short"
     # Combinations that cannot work.
     run 2 ow.log "$lorabench" "${common[@]}" --set run.name=r --set checkpoint.resume=latest --set run.overwrite=true
     expect_in ow.log "run.overwrite"

@@ -34,6 +34,12 @@ expect_in() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "\"$2\" not in $1"; 
 expect_not_in() { ! grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "\"$2\" in $1"; }; }
 expect_re() { grep -qE -- "$2" "$1" || { cat "$1" >&2; fail "no line matching /$2/ in $1"; }; }
 count_in() { grep -cF -- "$2" "$1" || true; }
+# flip_byte FILE OFFSET: XORs the byte at OFFSET with 0x5a, in place (a one-byte damage).
+flip_byte() {
+  local b
+  b=$(od -An -tu1 -j "$2" -N1 "$1" | tr -d ' ')
+  printf "$(printf '\\%03o' $((b ^ 0x5a)))" | dd of="$1" bs=1 seek="$2" conv=notrunc status=none
+}
 # h5attr FILE OBJECT/NAME: an attribute's value as h5dump prints it, without quotes.
 h5attr() { h5dump -a "$2" "$1" | sed -n 's/^ *(0): //p' | head -n 1 | tr -d '"'; }
 

@@ -26,6 +26,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -214,18 +216,50 @@ inline void apply(const std::string& path, const std::string& script) {
 
 }  // namespace h5edit
 
+// What a target adds to the two forms above (the checkpoint target: its files carry a seal, docs/checkpoints.md
+// "Integrity"):
+//   after_edit  called on the file after an edit script (the checkpoint's: seal it again, so that the edits
+//               reach the reader's logic behind the seal instead of stopping at it)
+//   raw_prefix  raw bytes that start with it are written as they are, whatever LORABENCH_FUZZ_H5_RAW says
+//               (a sealed checkpoint: the fuzzer's byte mutations of it must be reported as damage before
+//               libhdf5 reads anything)
+//   byte_edits  the form "BYTES\n" + lines "OFFSET VALUE" (decimals): the base file with those bytes set
+//               (OFFSET modulo the file size), not sealed again; *changed says whether any byte differs
+struct H5InputOptions {
+  void (*after_edit)(const std::string& path) = nullptr;
+  std::string raw_prefix;
+  bool byte_edits = false;
+};
+
 // Turns the fuzz input into an HDF5 file named `name` in temp_dir() (see the file comment) and returns
 // its path; "" when the input is neither form.
-inline std::string h5_input(const std::string& name, const std::string& base_file, const uint8_t* data, size_t size) {
+inline std::string h5_input(const std::string& name, const std::string& base_file, const uint8_t* data, size_t size,
+                            const H5InputOptions& opt = {}, bool* changed = nullptr) {
   static const char kSignature[] = "\x89HDF\r\n\x1a\n";
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   static const bool raw = std::getenv("LORABENCH_FUZZ_H5_RAW") != nullptr;
+  if (changed) *changed = false;
   if (raw && size >= 8 && std::memcmp(data, kSignature, 8) == 0) return write_input(name, data, size);
+  if (!opt.raw_prefix.empty() && size >= opt.raw_prefix.size() &&
+      std::memcmp(data, opt.raw_prefix.data(), opt.raw_prefix.size()) == 0)
+    return write_input(name, data, size);
+  const std::filesystem::path p = temp_dir() / name;
   if (size >= 5 && std::memcmp(data, "EDIT\n", 5) == 0) {
-    const std::filesystem::path p = temp_dir() / name;
     std::filesystem::copy_file(base_file, p, std::filesystem::copy_options::overwrite_existing);
     h5edit::apply(p.string(), std::string(reinterpret_cast<const char*>(data) + 5, size - 5));
+    if (opt.after_edit) opt.after_edit(p.string());
     return p.string();
+  }
+  if (opt.byte_edits && size >= 6 && std::memcmp(data, "BYTES\n", 6) == 0) {
+    std::ifstream base(base_file, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(base)), std::istreambuf_iterator<char>());
+    if (bytes.empty()) finding("cannot read the base file " + base_file);
+    const std::string original = bytes;
+    std::istringstream in(std::string(reinterpret_cast<const char*>(data) + 6, size - 6));
+    unsigned long long offset = 0, value = 0;
+    while (in >> offset >> value) bytes[offset % bytes.size()] = static_cast<char>(value & 0xff);
+    if (changed) *changed = bytes != original;
+    return write_input(name, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   }
   return "";
 }

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/config/options.hpp"
@@ -265,6 +266,74 @@ TEST(CheckpointIo, AtomicCommitLatestAndKeepLast) {
   EXPECT_EQ(c.tensors.at(0).data[0], 5.0f);
 }
 
+// Issue 49, item 3: single-byte changes in a checkpoint's HDF5 metadata made `checkpoint info|verify` and
+// resume segfault, or abort and hang, inside libhdf5. The seal is checked before libhdf5 opens the file:
+// every byte of the first 4 KiB (the seal, the superblock, the root group's and the first objects'
+// headers) and every 61st byte after, flipped alone, is reported as damage by the probe and by the reader.
+TEST(CheckpointIo, DamagedBytesAnywhereAreReportedBeforeLibhdf5Reads) {
+  const std::string dir = shared_dir("damage");
+  std::vector<float> v(24, 0.25f);
+  io::TensorPiece p{"trainable/w", {4, 6}, 0, 4, v.data()};
+  const io::CheckpointWriteResult w = io::save_checkpoint(dir, 1, MPI_COMM_WORLD, io::CheckpointWriteMode::kGathered,
+                                                          {{"state", {{"step", int64_t(1)}}}}, {p}, {0}, 0);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) {
+    auto slurp = [](const std::string& f) {
+      std::ifstream in(f, std::ios::binary);
+      return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    };
+    auto put = [](const std::string& f, const std::string& bytes) {
+      std::ofstream(f, std::ios::binary | std::ios::trunc) << bytes;
+    };
+    const std::string good = slurp(w.path);
+    ASSERT_GT(good.size(), 4096u);
+    EXPECT_EQ(good.rfind("lorabench checkpoint seal 1\nsize " + std::to_string(good.size()) + "\nhash ", 0), 0u);
+    const io::CheckpointProbe ok = io::probe_checkpoint(w.path);
+    EXPECT_TRUE(ok.complete && ok.sealed) << ok.problem;
+    EXPECT_EQ(io::read_checkpoint(w.path).seal_hash, ok.seal_hash);
+    size_t tried = 0;
+    for (size_t off = 0; off < good.size(); off += off < 4096 ? 1 : 61) {
+      std::string bad = good;
+      bad[off] = char(bad[off] ^ 0x5a);
+      put(w.path, bad);
+      ++tried;
+      const io::CheckpointProbe probe = io::probe_checkpoint(w.path);
+      ASSERT_FALSE(probe.complete) << "byte " << off << " changed and the probe accepted the file";
+      ASSERT_EQ(probe.problem.rfind("damaged: ", 0), 0u) << "byte " << off << ": " << probe.problem;
+      try {
+        io::read_checkpoint(w.path);
+        ADD_FAILURE() << "byte " << off << " changed and the reader read the file";
+      } catch (const IoError& e) {
+        ASSERT_NE(std::string(e.what()).find(w.path + ": damaged: "), std::string::npos) << e.what();
+      }
+    }
+    EXPECT_GT(tried, 4096u);
+    // Cut short, grown, and the seal itself changed in its text or its padding.
+    put(w.path, good.substr(0, good.size() - 1));
+    EXPECT_NE(io::probe_checkpoint(w.path).problem.find("(truncated)"), std::string::npos);
+    put(w.path, good + "x");
+    EXPECT_NE(io::probe_checkpoint(w.path).problem.find("(bytes appended)"), std::string::npos);
+    std::string padding = good;
+    padding[500] = 'x';
+    put(w.path, padding);
+    EXPECT_NE(io::probe_checkpoint(w.path).problem.find("first 512 bytes) is not as written"), std::string::npos);
+    put(w.path, std::string(600, 'z'));
+    EXPECT_NE(io::probe_checkpoint(w.path).problem.find("no checkpoint seal and no HDF5 signature"), std::string::npos);
+    // Sealed again after a change through libhdf5, the file is whole to the seal: the reader's own checks
+    // (here: the complete marker) still apply behind it.
+    put(w.path, good);
+    {
+      h5::Handle f = h5::open_rw(w.path);
+      H5Adelete(f, io::kCkptAttrComplete);
+    }
+    // (libhdf5 may also change the file's size: then the seal's size tells first)
+    EXPECT_EQ(io::probe_checkpoint(w.path).problem.rfind("damaged: ", 0), 0u) << io::probe_checkpoint(w.path).problem;
+    io::seal_checkpoint_file(w.path);
+    EXPECT_EQ(io::probe_checkpoint(w.path).problem, "no complete marker (the write did not finish)");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
 // ---- resume selection ------------------------------------------------------------------------------
 
 // Offset in the file of a contiguous dataset's first byte.
@@ -303,10 +372,21 @@ TEST(CheckpointResume, LatestSkipsCorruptAndIncompleteFiles) {
     io::read_checkpoint(ckpt_path(run, 4));
     ADD_FAILURE() << "a corrupt tensor was accepted";
   } catch (const IoError& e) {
-    EXPECT_NE(std::string(e.what()).find("up_proj.lora_B.weight: digest"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("damaged: the file's hash"), std::string::npos) << e.what();
   }
   rp = train::select_resume_checkpoint(cfg, run, world, MPI_COMM_WORLD);
   EXPECT_EQ(rp.path, ckpt_path(run, 2));
+  // The same file sealed again (its seal now agrees with the changed byte): the tensor's digest finds it.
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world_rank() == 0) io::seal_checkpoint_file(ckpt_path(run, 4));
+  MPI_Barrier(MPI_COMM_WORLD);
+  try {
+    io::read_checkpoint(ckpt_path(run, 4));
+    ADD_FAILURE() << "a corrupt tensor was accepted";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("up_proj.lora_B.weight: digest"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(train::select_resume_checkpoint(cfg, run, world, MPI_COMM_WORLD).path, ckpt_path(run, 2));
 
   // A resumed run continues from there and writes step 4 again (replacing the corrupt file).
   Job again = j;
@@ -318,8 +398,11 @@ TEST(CheckpointResume, LatestSkipsCorruptAndIncompleteFiles) {
   MPI_Barrier(MPI_COMM_WORLD);  // every rank has finished reading them
   if (world_rank() == 0) {
     fs::resize_file(ckpt_path(run, 4), fs::file_size(ckpt_path(run, 4)) / 2);
-    h5::Handle f = h5::open_rw(ckpt_path(run, 2));
-    H5Adelete(f, io::kCkptAttrComplete);
+    {
+      h5::Handle f = h5::open_rw(ckpt_path(run, 2));
+      H5Adelete(f, io::kCkptAttrComplete);
+    }
+    io::seal_checkpoint_file(ckpt_path(run, 2));  // whole to the seal, so that the marker is what is missing
   }
   MPI_Barrier(MPI_COMM_WORLD);
   EXPECT_FALSE(io::probe_checkpoint(ckpt_path(run, 2)).complete);
@@ -330,7 +413,8 @@ TEST(CheckpointResume, LatestSkipsCorruptAndIncompleteFiles) {
   } catch (const ConfigError& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("no complete checkpoint"), std::string::npos) << m;
-    EXPECT_NE(m.find("step_00000004.h5: unreadable (truncated file"), std::string::npos) << m;
+    EXPECT_NE(m.find("step_00000004.h5: damaged: "), std::string::npos) << m;
+    EXPECT_NE(m.find("(truncated)"), std::string::npos) << m;
     EXPECT_NE(m.find("step_00000002.h5: no complete marker"), std::string::npos) << m;
   }
   // An explicit path to a broken file is an error, not a fallback.

@@ -14,6 +14,7 @@
 #include "lorabench/config/options.hpp"
 #include "lorabench/core/error.hpp"
 #include "lorabench/io/checkpoint.hpp"
+#include "lorabench/io/h5.hpp"
 #include "lorabench/train/checkpoint.hpp"
 
 using namespace lorabench;
@@ -293,13 +294,23 @@ TEST(CheckpointRead, BrokenFilesSayWhy) {
   std::ofstream(d / "text.h5") << "not hdf5";
   io::CheckpointProbe p = io::probe_checkpoint((d / "text.h5").string());
   EXPECT_FALSE(p.complete);
-  EXPECT_EQ(p.problem, "not an HDF5 file");
+  EXPECT_EQ(p.problem, "damaged: 8 bytes, too short for a checkpoint");
   try {
     io::read_checkpoint((d / "text.h5").string());
     ADD_FAILURE();
   } catch (const IoError& e) {
-    EXPECT_NE(std::string(e.what()).find("text.h5: not an HDF5 file"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("text.h5: damaged: 8 bytes, too short"), std::string::npos) << e.what();
   }
+  // Longer than a seal, neither sealed nor HDF5.
+  std::ofstream(d / "long.h5") << std::string(1000, 'x');
+  EXPECT_EQ(io::probe_checkpoint((d / "long.h5").string()).problem,
+            "damaged: no checkpoint seal and no HDF5 signature at the start of the file");
+  // An HDF5 file without a seal (how checkpoints were written before seals) is read as before, unsealed;
+  // here one that is not a checkpoint.
+  { h5::Handle f = h5::create_truncate((d / "plain.h5").string()); }
+  p = io::probe_checkpoint((d / "plain.h5").string());
+  EXPECT_FALSE(p.sealed);
+  EXPECT_EQ(p.problem, "not a lorabench checkpoint");
   EXPECT_TRUE(io::list_checkpoints((d / "nothing").string()).empty());
   EXPECT_EQ(io::read_latest_pointer((d / "nothing").string()), "");
   fs::remove_all(d.parent_path());

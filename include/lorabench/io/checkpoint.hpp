@@ -97,16 +97,37 @@ double write_checkpoint_file(const std::string& path, MPI_Comm comm, CheckpointW
                              const std::vector<AttrGroup>& groups, const std::vector<TensorPiece>& tensors,
                              const std::vector<int64_t>& rank_seeds);
 
+// The seal (docs/checkpoints.md, "Integrity"): the first kCheckpointSealBytes bytes of a checkpoint are
+// HDF5's user block, which libhdf5 skips; after the file is complete and closed, rank 0 writes there, as
+// text, the file's size and a 64-bit hash of every byte after them. Readers check it with plain reads before
+// libhdf5 opens the file, so that damaged metadata is reported as damage instead of reaching libhdf5's
+// parser, which trusts it (a flipped byte there can crash or hang it).
+inline constexpr size_t kCheckpointSealBytes = 512;
+void seal_checkpoint_file(const std::string& path);  // throws IoError
+struct CheckpointSeal {
+  // kSealed: size and seal agree (and the hash, when checked); kUnsealed: an HDF5 file with no seal (written
+  // before seals existed: nothing to check before libhdf5 reads it); kDamaged: problem says why.
+  enum State { kDamaged, kSealed, kUnsealed } state = kDamaged;
+  bool hash_checked = false;
+  std::string stored_hash;
+  std::string problem;
+};
+// with_hash = false checks the seal and the size only (no read of the whole file). Never throws.
+CheckpointSeal check_checkpoint_seal(const std::string& path, bool with_hash);
+
 // "step_00000042.h5"; the step of such a name or -1.
 std::string checkpoint_file_name(int64_t step);
 int64_t checkpoint_step_of(const std::string& file_name);
 
-// A quick look at a file (root attributes only): whether it is a complete checkpoint. Never throws.
+// A look at a file: its seal, with the hash (one read of the file), then its root attributes: whether it is
+// a complete checkpoint. Never throws.
 struct CheckpointProbe {
   std::string path;
   int64_t step = -1;
   bool complete = false;
-  std::string problem;  // why not (unreadable, not a checkpoint, no complete marker, ...), "" when complete
+  bool sealed = false;  // false: a file written before seals (its metadata unchecked before libhdf5 read it)
+  std::string seal_hash;
+  std::string problem;  // why not (damaged, unreadable, not a checkpoint, no complete marker, ...), "" when complete
 };
 CheckpointProbe probe_checkpoint(const std::string& path);
 
@@ -129,13 +150,15 @@ struct CheckpointContents {
   std::vector<AttrGroup> groups;       // every attribute group, in name order
   std::vector<StoredTensor> tensors;   // every float dataset, in path order
   std::vector<int64_t> rank_seeds;
+  bool sealed = false;    // the seal was there and the file's hash agreed with it (CheckpointProbe)
+  std::string seal_hash;
   const AttrGroup* group(const std::string& name) const;
   const StoredTensor* tensor(const std::string& path) const;
 };
 
-// An open, complete checkpoint. The constructor reads the attributes and the tensor list (no tensor
-// data); read() reads one tensor and checks its digest. IoError naming the file and what is wrong:
-// unreadable or truncated, not a checkpoint, another format version, no complete marker, a tensor that
+// An open, complete checkpoint. The constructor checks the seal (a damaged file never reaches libhdf5),
+// then reads the attributes and the tensor list (no tensor data); read() reads one tensor and checks its
+// digest. IoError naming the file and what is wrong: damaged (the seal), unreadable or truncated, not a checkpoint, another format version, no complete marker, a tensor that
 // cannot be read or whose digest differs from the stored one (a corrupt file).
 class CheckpointReader {
  public:
