@@ -13,6 +13,7 @@
 #include "bootstrap.hpp"
 #include "lorabench/comm/topology.hpp"
 #include "lorabench/core/error.hpp"
+#include "lorabench/core/log.hpp"
 #include "lorabench/core/strings.hpp"
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/device/device.hpp"
@@ -127,8 +128,10 @@ void predict_and_write(const RunConfig& cfg, const train::PlanOptions& o, const 
                        device::Device& dev, const PlanArgs& a) {
   train::ProbeResult probe;
   if (o.probe) probe = train::probe_model(cfg, dev);
-  const auto rows = train::make_plan(cfg, o, o.probe ? &probe : nullptr, bw);
-  const std::string md = train::plan_markdown(cfg, rows, o.probe ? &probe : nullptr, bw, o);
+  const bool probed = o.probe && probe.skipped.empty();
+  if (!probe.skipped.empty()) log::warn(probe.skipped + ": the table has the activations' lower bound and no times");
+  const auto rows = train::make_plan(cfg, o, probed ? &probe : nullptr, bw);
+  const std::string md = train::plan_markdown(cfg, rows, probed ? &probe : nullptr, bw, o);
   std::printf("%s", md.c_str());
   if (!a.tsv_file.empty()) write_tsv(a.tsv_file, rows, o.probe ? probe.device : dev.str());
   if (!a.out_file.empty()) {

@@ -380,16 +380,18 @@ void record_prediction(MpiSession& mpi, const RunConfig& cfg, const RankContext&
   if (run) {
     const double t0 = sys::now_s();
     const train::ProbeResult probe = train::probe_model(cfg, dev);
+    const bool probed = probe.skipped.empty();
+    if (!probed) log::warn(probe.skipped + ": the prediction has the activations' lower bound and no times");
     train::PlanOptions po;
     po.worlds = {mpi.size()};
     po.strategies = {cfg.parallel.strategy};
     po.ranks_per_node = rc.topo.host_local_size;
     po.node_cpus = cpus;
     plan_on_device(po, rc);
-    const auto rows = train::make_plan(cfg, po, &probe, bw);
+    const auto rows = train::make_plan(cfg, po, probed ? &probe : nullptr, bw);
     if (!rows.empty()) {
       const train::PlanRow& p = rows.front();
-      train::write_prediction(*run, p, dev.is_cuda(), probe.note + "; bandwidth " + bw.source);
+      train::write_prediction(*run, p, dev.is_cuda(), (probed ? probe.note : probe.skipped) + "; bandwidth " + bw.source);
       log::info(strformat("prediction (lorabench plan, %.1f s): tensor peak %s per rank, step %.3f s", sys::now_s() - t0,
                           format_bytes(double(p.tensor_peak)).c_str(), p.step_s));
       // The lower bound let the run start; the probe's prediction is the better figure, and it decides.

@@ -247,6 +247,25 @@ CommBandwidth bandwidth_from_file(const std::string& path) {
   return bw;
 }
 
+std::pair<int, int64_t> probe_micro_batch(const RunConfig& c, int64_t cap, int64_t budget, int64_t* bytes) {
+  model::ModelShape s2 = model_shape_of(c);
+  s2.layers = std::min<int64_t>(s2.layers, 2);
+  const int64_t state = strategy::predict_model_state("single", layout_of(c, s2), dtype_of(c), 1).total();
+  const data::BatchGeometry geo = batch_geometry_of(c, 1);
+  int Bp = static_cast<int>(std::min<int64_t>(geo.micro_batch, cap / 2));
+  int64_t Tp = std::min<int64_t>(geo.seq_len, std::max<int64_t>(2, cap / Bp));
+  auto need = [&] { return state + activation_lower_bound(c, s2, int64_t(Bp) * Tp); };
+  // Halve the sequences first, then the sequence, down to 128 tokens (the activations scale with tokens;
+  // the extrapolation to the run's micro-batch is by tokens too).
+  while (need() > budget && int64_t(Bp) * Tp > 128) {
+    if (Bp > 1) Bp = (Bp + 1) / 2;
+    else Tp = std::max<int64_t>(128, Tp / 2);
+  }
+  if (bytes) *bytes = need();
+  if (need() > budget) return {0, 0};
+  return {Bp, Tp};
+}
+
 ProbeResult probe_model(const RunConfig& c, device::Device& dev) {
   const model::ModelShape shape = model_shape_of(c);
   const int L = static_cast<int>(shape.layers);
@@ -254,8 +273,18 @@ ProbeResult probe_model(const RunConfig& c, device::Device& dev) {
   const int B = geo.micro_batch;
   const int64_t T = geo.seq_len;
   const int64_t cap = dev.is_cuda() ? kProbeTokensGpu : kProbeTokens;
-  int Bp = static_cast<int>(std::min<int64_t>(B, cap / 2));
-  int64_t Tp = std::min<int64_t>(T, std::max<int64_t>(2, cap / Bp));
+  const int64_t available = memory_for_fit_checks(c, dev.memory_available());
+  int64_t probe_bytes = 0;
+  const auto [Bp, Tp] = probe_micro_batch(c, cap, available >= 0 ? available / 2 : INT64_MAX, &probe_bytes);
+  if (Bp == 0) {
+    ProbeResult skipped;
+    skipped.device = dev.str();
+    skipped.skipped = strformat("probe skipped: its 2-layer model needs %s at its smallest micro-batch (128 tokens), "
+                                "over half of the %s available on %s",
+                                format_bytes(double(probe_bytes)).c_str(), format_bytes(double(available)).c_str(),
+                                dev.str().c_str());
+    return skipped;
+  }
   // Memory from both. Time on CPU from the 2-layer model only (its per-layer median), so the 1-layer one
   // runs a single measured step; on a GPU a layer's time is the difference of the two models' median
   // micro-steps (CUDA events; a GPU's step time holds still where a shared CPU's does not).
@@ -301,9 +330,11 @@ ProbeResult probe_model(const RunConfig& c, device::Device& dev) {
 }
 
 int64_t activation_lower_bound(const RunConfig& c) {
-  const model::ModelShape s = model_shape_of(c);
+  return activation_lower_bound(c, model_shape_of(c), batch_geometry_of(c, 1).micro_batch_tokens());
+}
+
+int64_t activation_lower_bound(const RunConfig& c, const model::ModelShape& s, int64_t N) {
   const model::LoraSpec lora = lora_spec_of(c);
-  const int64_t N = batch_geometry_of(c, 1).micro_batch_tokens();
   const int64_t ds = at::elementSize(dtype_of(c));
   const int64_t D = s.hidden, I = s.intermediate, H = s.heads, K = s.kv_heads, d = s.head_dim;
   int64_t lora_cols = 0;

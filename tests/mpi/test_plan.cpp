@@ -176,6 +176,62 @@ TEST(Plan, ProbeOnTheCpuDevice) {
   EXPECT_NE(p.note.find("1- and 2-layer models, micro-batch 2 x 32 tokens"), std::string::npos) << p.note;
 }
 
+// Issue 49, item 2: the probe is bounded by the memory the fit checks see. Its micro-batch shrinks (sequences,
+// then tokens per sequence, down to 128 tokens) until its 2-layer model's state plus the activations' lower
+// bound is within half of it; below that the probe does not run and says why.
+TEST(Plan, TheProbeIsBoundedByHalfTheAvailableMemory) {
+  RunConfig c = tiny_config();
+  c.train.micro_batch = 8;
+  c.data.seq_len = 512;
+  int64_t bytes = 0;
+  auto mb = train::probe_micro_batch(c, 8192, INT64_MAX, &bytes);
+  EXPECT_EQ(mb, (std::pair<int, int64_t>{8, 512}));  // 4096 tokens: under the cap, no bound
+  const int64_t full = bytes;
+  mb = train::probe_micro_batch(c, 1024, INT64_MAX, &bytes);
+  EXPECT_EQ(mb, (std::pair<int, int64_t>{8, 128}));  // the cap: 1024 tokens
+  // A budget between the 1 x 512 and the 2 x 512 probe's needs: one sequence of 512.
+  const RunConfig& cc = c;
+  int64_t one_seq = 0, two_seq = 0;
+  {
+    RunConfig one = cc;
+    one.train.micro_batch = 1;
+    train::probe_micro_batch(one, 8192, INT64_MAX, &one_seq);
+    RunConfig two = cc;
+    two.train.micro_batch = 2;
+    train::probe_micro_batch(two, 8192, INT64_MAX, &two_seq);
+  }
+  ASSERT_LT(one_seq, two_seq);
+  ASSERT_LT(two_seq, full);
+  mb = train::probe_micro_batch(c, 8192, (one_seq + two_seq) / 2, &bytes);
+  EXPECT_EQ(mb, (std::pair<int, int64_t>{1, 512}));
+  EXPECT_LE(bytes, (one_seq + two_seq) / 2);
+  // Below the 128-token probe's need: none.
+  RunConfig smallest = cc;
+  smallest.train.micro_batch = 1;
+  smallest.data.seq_len = 128;
+  int64_t least = 0;
+  train::probe_micro_batch(smallest, 8192, INT64_MAX, &least);
+  EXPECT_EQ(train::probe_micro_batch(c, 8192, least, &bytes), (std::pair<int, int64_t>{1, 128}));
+  EXPECT_EQ(train::probe_micro_batch(c, 8192, least - 1, &bytes), (std::pair<int, int64_t>{0, 0}));
+  // probe_model with fault.memory_available_mb that small: skipped, with the numbers; with half of the
+  // one-sequence need's budget doubled, it measures one sequence and extrapolates.
+  metrics::install_memory_counter();
+  // (The tiny preset's 2-layer model holds its 151936 x 64 embedding: tens of MiB, so MiB steps suffice.)
+  RunConfig tight = c;
+  tight.fault.memory_available_mb = int((2 * least - 1) >> 20);
+  ASSERT_GT(tight.fault.memory_available_mb, 0);
+  const train::ProbeResult skipped = train::probe_model(tight, device::cpu_device());
+  EXPECT_NE(skipped.skipped.find("probe skipped: its 2-layer model needs"), std::string::npos) << skipped.skipped;
+  EXPECT_EQ(skipped.activation_bytes, 0);
+  RunConfig bounded = c;
+  bounded.fault.memory_available_mb = int((2 * one_seq + kMiB - 1) / kMiB);  // half of it: one sequence's need
+  ASSERT_LT(int64_t(bounded.fault.memory_available_mb) * kMiB, 2 * two_seq);
+  const train::ProbeResult p = train::probe_model(bounded, device::cpu_device());
+  EXPECT_TRUE(p.skipped.empty()) << p.skipped;
+  EXPECT_NE(p.note.find("micro-batch 1 x 512 tokens"), std::string::npos) << p.note;
+  EXPECT_NE(p.note.find("extrapolated to 8 x 512 tokens"), std::string::npos) << p.note;
+}
+
 TEST(Plan, BandwidthMeasuredOnTheDeviceLayersBuffers) {
   int n = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &n);

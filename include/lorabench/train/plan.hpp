@@ -19,10 +19,12 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lorabench/comm/communicator.hpp"
 #include "lorabench/config/run_config.hpp"
+#include "lorabench/model/shape.hpp"
 
 namespace lorabench::device {
 class Device;
@@ -54,6 +56,10 @@ struct ProbeResult {
   double optimizer_s = 0;        // the update of every trainable parameter
   double layer_gflops = 0;       // the layer's model FLOPs / its measured time (what the time rests on)
   std::string note;              // how it was measured / extrapolated
+  // Not empty: the probe did not run, and says why (its own model would have taken more than half the memory
+  // available even at its smallest micro-batch); the other fields are 0 and callers fall back to the lower
+  // bound.
+  std::string skipped;
 };
 
 struct PlanRow {
@@ -110,11 +116,20 @@ CommBandwidth bandwidth_from_file(const std::string& path);
 // The probe (allocates one- and two-layer models on `dev`; a few seconds). On CPU it REQUIRES the counting
 // allocator. On CUDA it times both models by their step times (CUDA events) instead of the per-layer
 // host-clock hook, and returns the allocator's cache to the GPU when done (Device::release_cached).
+// Bounded: the 2-layer model's state plus its activations' lower bound stay within half the memory the fit
+// checks see (memory_for_fit_checks); over it, the probe's micro-batch shrinks (memory is extrapolated by
+// tokens), and when even 128 tokens would not fit it does not run (ProbeResult::skipped).
 ProbeResult probe_model(const RunConfig& c, device::Device& dev);
+// The probe's micro-batch (sequences, tokens per sequence) for a run of micro_batch x seq_len on a device
+// whose cap is `cap_tokens`, with its memory (`bytes`: 2-layer state + activations' lower bound) under
+// `budget`; {0, 0} when none is. Exposed for tests.
+std::pair<int, int64_t> probe_micro_batch(const RunConfig& c, int64_t cap_tokens, int64_t budget, int64_t* bytes);
 
 // The activations a micro-step must hold at least: every decoder layer's saved tensors (LayerCache) and
 // the final hidden state, without any workspace. Used to refuse impossible runs without a probe.
 int64_t activation_lower_bound(const RunConfig& c);
+// The same for `shape` (a cut-down copy of the run's) and a micro-batch of `tokens`.
+int64_t activation_lower_bound(const RunConfig& c, const model::ModelShape& shape, int64_t tokens);
 
 // Rows for every (strategy, world) asked. `probe` may be null (then activations = the lower bound and no
 // time is predicted).
