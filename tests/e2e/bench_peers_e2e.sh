@@ -26,7 +26,7 @@ export LORABENCH_BENCH_MODELS="$work/models"  # the tiny snapshot, shared by bot
 out="$work/$case_name.out" err="$work/$case_name.err"
 # The peers' dtype: bf16 where libtorch runs bf16 GEMMs with oneDNN (AVX-512), fp32 elsewhere. On a CPU
 # without AVX-512 the peer's bf16 GEMMs are libtorch's reference loops: the tiny shape's vocabulary head makes
-# one peer step about 11 s there, and these cases took 120-280 s each in bf16 against 10-40 s in fp32 on an
+# one peer step about 11 s there, and these cases took 120-221 s each in bf16 against 43-80 s in fp32 on an
 # AVX2-only EPYC core. What the cases check (the equal-work check, the tables, the profilers' groups) is the
 # same code in either dtype; scripts/bench.sh refuses the full bf16 CPU table on such a CPU for that reason.
 dt=fp32

@@ -108,7 +108,6 @@ struct CheckpointSeal {
   // kSealed: size and seal agree (and the hash, when checked); kUnsealed: an HDF5 file with no seal (written
   // before seals existed: nothing to check before libhdf5 reads it); kDamaged: problem says why.
   enum State { kDamaged, kSealed, kUnsealed } state = kDamaged;
-  bool hash_checked = false;
   std::string stored_hash;
   std::string problem;
 };
