@@ -19,6 +19,7 @@
 #include "lorabench/core/mpi_session.hpp"
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/core/version.hpp"
+#include "lorabench/io/h5.hpp"
 
 namespace {
 
@@ -59,7 +60,9 @@ bool looks_like_command(const char* arg) {
 
 int main(int argc, char** argv) {
   lorabench::sys::keep_freed_memory_in_heap();  // steady-state steps without page faults (sysinfo.hpp)
+  lorabench::h5::open_library();  // before MPI_Init: libhdf5 shuts down when MpiSession says, not in MPI_Finalize
   lorabench::MpiSession mpi(&argc, &argv);
+  mpi.before_finalize(lorabench::h5::close_library);
   lorabench::log::init(mpi.rank());
   try {
     if (argc < 2 || std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0) {

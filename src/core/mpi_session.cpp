@@ -36,6 +36,7 @@ MpiSession::MpiSession(int* argc, char*** argv) {
 }
 
 MpiSession::~MpiSession() {
+  for (auto it = before_finalize_.rbegin(); it != before_finalize_.rend(); ++it) (*it)();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();

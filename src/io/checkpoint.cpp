@@ -156,6 +156,8 @@ void write_body(hid_t file, const std::string& path, bool parallel, MPI_Comm com
   }
   // The marker comes last: a file without it was not finished.
   h5::write_attr(file, kCkptAttrComplete, int64_t(1));
+  if (const std::string why = h5::reserve_for_flush(file); !why.empty())
+    throw IoError(path + ": flush failed (" + why + ")");
   check(H5Fflush(file, H5F_SCOPE_GLOBAL), path, "flush failed");
 }
 
@@ -330,7 +332,17 @@ CheckpointWriteResult save_checkpoint(const std::string& dir, int64_t step, MPI_
     }
   }
   agree(comm, ok, err);
-  res.write_s = write_checkpoint_file(tmp, comm, mode, step, groups, tensors, rank_seeds);
+  try {
+    res.write_s = write_checkpoint_file(tmp, comm, mode, step, groups, tensors, rank_seeds);
+  } catch (const IoError&) {
+    // Every rank has closed its part (the write ends with a collective status check). The unfinished file
+    // is worth nothing and holds space the next run needs (a full disk is the usual reason to be here).
+    if (rank == 0) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+    }
+    throw;
+  }
   if (before_commit) before_commit();
 
   // Every rank has closed its part (write_checkpoint_file ends with a collective status check).

@@ -1,5 +1,11 @@
 #include "lorabench/io/h5.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -78,10 +84,65 @@ Handle open_attr(hid_t obj, const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+// The POSIX descriptor of a file that libhdf5 holds open for writing with its POSIX (sec2) driver; -1
+// for files opened read-only and for other drivers (MPI-IO, whose close is collective).
+int writable_posix_fd(hid_t file) {
+  unsigned intent = 0;
+  if (H5Fget_intent(file, &intent) < 0 || !(intent & H5F_ACC_RDWR)) return -1;
+  Handle fapl(H5Fget_access_plist(file));
+  if (!fapl.valid() || H5Pget_driver(fapl) != H5FD_SEC2) return -1;
+  int* fd = nullptr;
+  if (H5Fget_vfd_handle(file, fapl, reinterpret_cast<void**>(&fd)) < 0 || fd == nullptr) return -1;
+  return *fd;
+}
+
+// Allocates the disk blocks of the file's whole address space (libhdf5 places every object before it
+// writes it, so its flush writes inside that space): after this a flush cannot fail for want of space.
+// 0, or the errno of the refusal; file systems without fallocate (EOPNOTSUPP) are not checked.
+int reserve_file_space(hid_t file, int fd) {
+  hsize_t size = 0;
+  if (H5Fget_filesize(file, &size) < 0 || size == 0) return 0;
+  if (fallocate(fd, 0, 0, static_cast<off_t>(size)) == 0) return 0;
+  return errno == EOPNOTSUPP || errno == ENOSYS ? 0 : errno;
+}
+
+// The file whose close failed (close_library then leaves libhdf5 alone), "" while there is none.
+std::string g_unclosable;  // NOLINT: one per process, like libhdf5's own state
+
+}  // namespace
+
+std::string reserve_for_flush(hid_t file) {
+  const int fd = writable_posix_fd(file);
+  if (fd < 0) return "";
+  const int err = reserve_file_space(file, fd);
+  if (err == 0) return "";
+  return strformat("cannot reserve the file's space: %s (errno %d)", std::strerror(err), err);
+}
+
+// A flush that fails leaves libhdf5 1.10's metadata cache unable to flush again: H5Fclose then fails,
+// frees the file's state and yet keeps its ID, and closing that ID again (libhdf5's own shutdown does)
+// crashes on the freed state. So a writable POSIX file is closed once its space is reserved; where that is
+// refused (a full disk, a quota), its descriptor is first pointed at an empty in-memory file, the close
+// writes there and libhdf5 releases everything, and the file on disk is abandoned unfinished (the caller
+// has reported the failure; a checkpoint's .tmp is deleted). A close that fails all the same (a device
+// that fails writes) is remembered, and close_library() then leaves libhdf5 to the end of the process.
 void Handle::reset() {
   if (id_ < 0) return;
   switch (H5Iget_type(id_)) {
-    case H5I_FILE: H5Fclose(id_); break;
+    case H5I_FILE: {
+      const std::string name = file_name(id_);
+      if (const int fd = writable_posix_fd(id_); fd >= 0 && reserve_file_space(id_, fd) != 0) {
+        const int scratch = memfd_create("lorabench-abandoned-hdf5", MFD_CLOEXEC);
+        if (scratch >= 0) {
+          dup2(scratch, fd);
+          close(scratch);
+        }
+      }
+      if (H5Fclose(id_) < 0) g_unclosable = name;
+      break;
+    }
     case H5I_GROUP: H5Gclose(id_); break;
     case H5I_DATASET: H5Dclose(id_); break;
     case H5I_DATASPACE: H5Sclose(id_); break;
@@ -91,6 +152,20 @@ void Handle::reset() {
     default: break;
   }
   id_ = H5I_INVALID_HID;
+}
+
+void open_library() {
+  H5dont_atexit();
+  H5open();
+}
+
+void close_library() {
+  if (!g_unclosable.empty()) {
+    std::fprintf(stderr, "lorabench: %s could not be closed (its last flush failed); libhdf5 is left to the end of "
+                 "the process\n", g_unclosable.c_str());
+    return;
+  }
+  H5close();
 }
 
 void silence_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
@@ -151,7 +226,11 @@ Handle open_rw(const std::string& path) {
   return Handle(f);
 }
 
-void flush(hid_t file) { check_status(H5Fflush(file, H5F_SCOPE_GLOBAL), file, "flush failed"); }
+void flush(hid_t file) {
+  if (const std::string why = reserve_for_flush(file); !why.empty())
+    throw IoError(file_name(file) + ": flush failed (" + why + ")");
+  check_status(H5Fflush(file, H5F_SCOPE_GLOBAL), file, "flush failed");
+}
 
 Handle create_group(hid_t loc, const std::string& name) {
   return Handle(check(H5Gcreate2(loc, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), loc,

@@ -241,13 +241,30 @@ case "$case_name" in
     shim=${LB_TEST_FAILWRITE:?the failwrite shim (set by checkpoint.cmake)}
     common=("${tiny[@]}" --set parallel.strategy=ddp --set checkpoint.every=2 --set run.steps=8)
     run 0 ref.log "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=ref
-    # 1. ENOSPC while rank 0 writes the checkpoint of step 4.
-    run 4 enospc.log env LD_PRELOAD="$shim" LB_FAILWRITE_MATCH=step_00000004.h5.tmp LB_FAILWRITE_RANK=0 \
-      "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=c
+    # 1. ENOSPC while rank 0 writes the checkpoint of step 4: at its first byte, in its middle (the disk has
+    # 100000 bytes for it, reservations included), and EIO in its middle (a failing device). Each ends with
+    # exit 4 and the reason on every rank (no crash as libhdf5 shuts down), no unfinished .tmp left behind,
+    # and step 2's checkpoint the latest.
+    full_disk() {  # LOG RUN_NAME SHIM_SETTINGS...: a 2-rank run with the shim on its step-4 checkpoint
+      local log=$1 name=$2
+      shift 2
+      run 4 "$log" env LD_PRELOAD="$shim" LB_FAILWRITE_MATCH=/out/$name/checkpoints/step_00000004.h5.tmp \
+        LB_FAILWRITE_RANK=0 "$@" "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name="$name"
+      [[ "$(cat out/$name/checkpoints/latest)" == step_00000002.h5 ]] || fail "latest: $(cat out/$name/checkpoints/latest)"
+      [[ "$(ckpts out/$name/checkpoints)" == "latest step_00000002.h5 " ]] || fail "$name left: $(ckpts out/$name/checkpoints)"
+      expect_not_in "$log" "Segmentation fault"
+      expect_not_in "$log" "signal"
+    }
+    full_disk enospc.log c
+    full_disk enospc_mid.log cm LB_FAILWRITE_SPACE=100000
+    full_disk eio_mid.log ci LB_FAILWRITE_AFTER=100000 LB_FAILWRITE_ERRNO=EIO
     for r in 0 1; do
       expect_re enospc.log "^lorabench: rank $r: training stopped: .*/out/c/checkpoints/step_00000004.h5.tmp: .*No space left on device \(errno 28\)"
+      expect_re enospc_mid.log "^lorabench: rank $r: training stopped: .*/out/cm/checkpoints/step_00000004.h5.tmp: flush failed \(cannot reserve the file's space: No space left on device \(errno 28\)\)"
+      expect_re eio_mid.log "^lorabench: rank $r: training stopped: .*/out/ci/checkpoints/step_00000004.h5.tmp: .*Input/output error \(errno 5\)"
     done
-    [[ "$(cat out/c/checkpoints/latest)" == step_00000002.h5 ]] || fail "latest: $(cat out/c/checkpoints/latest)"
+    # The device that failed writes left libhdf5 a file it cannot close; the process says so and ends without it.
+    expect_re eio_mid.log "^lorabench: .*/out/ci/checkpoints/step_00000004.h5.tmp could not be closed \(its last flush failed\)"
     run 0 verify2.txt "$lorabench" checkpoint verify $C/step_00000002.h5 out/c/checkpoints/step_00000002.h5
     expect_in verify2.txt "verdict: identical"
     "$checker" run out/c/run.h5 8 failed "No space left on device (errno 28)"
@@ -270,6 +287,7 @@ case "$case_name" in
     for r in 0 1; do
       expect_re eio.log "^lorabench: rank $r: training stopped: .*/out/n/run.h5.*Input/output error \(errno 5\)"
     done
+    expect_not_in eio.log "Segmentation fault"
     last=$(cat out/n/checkpoints/latest)
     steps_done=$((10#${last:5:8}))
     [ "$steps_done" -ge 3 ] && [ "$steps_done" -lt 20 ] || fail "latest checkpoint $last: expected one in mid-run"
@@ -279,6 +297,35 @@ case "$case_name" in
     "$checker" provenance out/n/run.h5 resumed_at_step "$steps_done"
     run 0 ref20.log "${mpiexec[@]}" -n 2 "$lorabench" "${common[@]}" --set run.name=ref20 --set run.steps=20
     "$checker" losses out/ref20/run.h5 out/n/run.h5 0
+    ;;
+  disk_full)
+    # A real full file system: the run directory on a 400 KiB tmpfs in a private mount namespace. A 2-rank run
+    # that keeps every checkpoint fills it; the write that does not fit ends the run with exit 4 and the
+    # reason on both ranks, no crash, no unfinished .tmp, and the checkpoint "latest" names complete and
+    # verified. Needs a mount namespace (root, or unprivileged user namespaces).
+    ns=()
+    if unshare -m true 2>/dev/null; then ns=(unshare -m --propagation private)
+    elif unshare -rm true 2>/dev/null; then ns=(unshare -rm --propagation private)
+    else
+      echo "SKIP: this machine gives no mount namespace (unshare -m and unshare -rm both refused), so no tmpfs to fill"
+      exit 77
+    fi
+    mkdir -p mnt kept
+    # In the namespace: mount the tmpfs, run, copy the run directory out (the tmpfs ends with the namespace).
+    inner='mount -t tmpfs -o size=400k lorabench-full "$1" || exit 99; out=$2; shift 2; rc=0; "$@" || rc=$?
+           cp -a "$out" kept/ && df -k "$out" >&2; exit $rc'
+    run 4 full.log "${ns[@]}" bash -c "$inner" _ "$work/mnt" "$work/mnt/f" "${mpiexec[@]}" -n 2 "$lorabench" \
+      "${tiny[@]}" --set run.output_dir="$work/mnt" --set run.name=f --set parallel.strategy=ddp \
+      --set checkpoint.every=2 --set run.steps=40
+    for r in 0 1; do
+      expect_re full.log "^lorabench: rank $r: training stopped: .*/mnt/f/.*No space left on device \(errno 28\)"
+    done
+    expect_not_in full.log "Segmentation fault"
+    expect_not_in full.log "signal"
+    [[ -z "$(cd kept/f/checkpoints && ls | grep '\.tmp$' || true)" ]] || fail "left: $(ckpts kept/f/checkpoints)"
+    latest=$(cat kept/f/checkpoints/latest)
+    run 0 info.txt "$lorabench" checkpoint info "kept/f/checkpoints/$latest"
+    expect_re info.txt "^format .*, complete$"
     ;;
   reshard)
     # Written by fsdp on 2 ranks (micro 2); resumed by single (grad_accum 2), ddp on 1 rank and fsdp on 4

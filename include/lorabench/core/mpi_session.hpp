@@ -3,7 +3,9 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "lorabench/core/error.hpp"
 
@@ -30,6 +32,9 @@ class MpiSession {
   // "MPI_THREAD_MULTIPLE", ... for a thread level.
   static std::string thread_level_name(int level);
 
+  // Runs `f` in the destructor, before MPI_Finalize (libraries that must shut down while MPI still works).
+  void before_finalize(std::function<void()> f) { before_finalize_.push_back(std::move(f)); }
+
   // Ends every rank of the job with `code`. Use after a failure on one rank so the others do not hang.
   [[noreturn]] static void abort(int code);
 
@@ -38,6 +43,7 @@ class MpiSession {
   int size_ = 1;
   int thread_level_ = 0;
   std::string hostname_;
+  std::vector<std::function<void()>> before_finalize_;
 };
 
 // Identifies this rank in messages: "[rank 3@node07]". Set once by MpiSession.

@@ -38,6 +38,15 @@ class Handle {
   hid_t id_ = H5I_INVALID_HID;
 };
 
+// libhdf5's lifetime in a program that runs MPI. open_library(), called before MPI_Init, starts libhdf5
+// with no shutdown of its own (parallel libhdf5 started after MPI_Init would shut down inside
+// MPI_Finalize, and at exit); close_library(), called before MPI_Finalize, shuts it down, closing what is
+// still open. A file whose close failed (a flush that failed on a full disk or a failing device:
+// libhdf5 1.10 then keeps the file's ID over freed state, and closing it again crashes) is left to the
+// end of the process instead: close_library() then does nothing, and says why on stderr.
+void open_library();
+void close_library();
+
 // Turns off HDF5's automatic error stack printing (our exceptions carry the context). Idempotent.
 void silence_errors();
 // The innermost message of this thread's HDF5 error stack, "" when it is empty. A failed system call
@@ -51,7 +60,11 @@ Handle create_exclusive(const std::string& path);
 Handle create_truncate(const std::string& path);
 Handle open_read(const std::string& path);
 Handle open_rw(const std::string& path);
-void flush(hid_t file);
+void flush(hid_t file);  // reserve_for_flush, then H5Fflush; IoError naming the file and the reason
+// Before a flush of a file written through libhdf5's POSIX driver: allocates its space, so that the flush
+// cannot fail for want of it (a failed flush leaves libhdf5 1.10 unable to close the file). "" when done
+// or not needed (read-only, other drivers), else the reason with its errno.
+std::string reserve_for_flush(hid_t file);
 
 // Groups: open_group throws IoError "<file>: no group <path>" when missing.
 Handle create_group(hid_t loc, const std::string& name);
