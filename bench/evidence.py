@@ -162,6 +162,20 @@ def finite(x):
     return x
 
 
+def portable(x):
+    """x with this machine's paths named as the repository does: the checkout as <checkout>, the home
+    directory as ~ (an evidence file is committed; the machine it ran on is described in "machine")."""
+    if isinstance(x, str):
+        x = x.replace(ROOT, "<checkout>")
+        home = os.path.expanduser("~")
+        return x.replace(home + os.sep, "~" + os.sep) if home not in ("", os.sep) else x
+    if isinstance(x, dict):
+        return {k: portable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [portable(v) for v in x]
+    return x
+
+
 def write(directory, kind, title, started_utc, machine, host_noise, body, tag=""):
     """Writes one evidence file under directory/<family>/ and returns its path. kind names the table
     (bench, plan-validate), title heads it in docs/results.md and tells which evidence files are the same
@@ -179,7 +193,7 @@ def write(directory, kind, title, started_utc, machine, host_noise, body, tag=""
         n += 1
         path = os.path.join(folder, f"{stem}-{n}.json")
     with open(path + ".part", "w") as f:
-        json.dump(finite(doc), f, allow_nan=False)  # one line: a full table stays within tens of KB
+        json.dump(portable(finite(doc)), f, allow_nan=False)  # one line: a full table stays within tens of KB
         f.write("\n")
     os.replace(path + ".part", path)
     return path

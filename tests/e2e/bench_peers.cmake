@@ -13,11 +13,13 @@ if(EXISTS "${LORABENCH_TORCH}/bin/python")
                      $<TARGET_FILE:lorabench> ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/e2e_bench_peers)
     set_tests_properties(e2e_bench_peers_${case} PROPERTIES LABELS e2e TIMEOUT 600)
   endforeach()
-  # Both profilers' group tables (docs/performance.md "Where the time goes").
+else()
+  message(STATUS "e2e_bench_peers: not registered (LORABENCH_TORCH=${LORABENCH_TORCH} is not a venv)")
+endif()
+# Both profilers' group tables (docs/performance.md "Where the time goes"), where bench/ is built.
+if(EXISTS "${LORABENCH_TORCH}/bin/python" AND TARGET lorabench-profile-ops)
   add_test(NAME e2e_bench_profiles
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/bench_peers_e2e.sh profiles "${LORABENCH_TORCH}/bin/python"
                    $<TARGET_FILE:lorabench-profile-ops> ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/e2e_bench_peers)
   set_tests_properties(e2e_bench_profiles PROPERTIES LABELS e2e TIMEOUT 600)
-else()
-  message(STATUS "e2e_bench_peers: not registered (LORABENCH_TORCH=${LORABENCH_TORCH} is not a venv)")
 endif()

@@ -66,9 +66,12 @@ if len(files) != 1 or not re.fullmatch(r"\d{4}-\d\d-\d\d-([0-9a-f]{7}|nogit)-qui
 ev = json.load(open(files[0]))
 if ev["schema"] != "lorabench-evidence/1" or ev["machine"]["family"] != os.path.basename(os.path.dirname(files[0])):
     sys.exit(f"FAIL: evidence schema {ev['schema']!r}, family {ev['machine']['family']!r}")
+# Committed evidence names this machine's paths as <checkout> and ~ (its machine is described apart).
+if src in json.dumps(ev) or os.path.expanduser("~") + "/" in json.dumps(ev):
+    sys.exit(f"FAIL: the evidence names this checkout or home directory by its path")
 for run in ev["workloads"][0]["runs"]["lorabench"]:
     rf = run["extra"]["run_file"]
-    with open(rf["path"], "rb") as f:
+    with open(os.path.expanduser(rf["path"].replace("<checkout>", src)), "rb") as f:
         if hashlib.sha256(f.read()).hexdigest() != rf["sha256"] or rf["summary"]["step_time_median_s"] != run["step_s"]:
             sys.exit(f"FAIL: the evidence's record of {rf['path']} is not the file's")
 if not (ev["host_noise"]["before"]["windows"] > 0 and ev["table"]["rows"][1]["speedup"] > 0):
