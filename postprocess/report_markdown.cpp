@@ -154,8 +154,15 @@ void section_configs(std::ostringstream& o, const Analysis& a) {
   for (const auto& c : a.configs) {
     std::vector<std::string> names;
     for (size_t i : c.rows) names.push_back(a.train[i].run->name);
+    // A preset's name says its family and size (qwen3-0.6b); a snapshot directory's gets the family the
+    // run recorded.
     std::string preset = val(c, "model.path");
-    if (preset.empty() || preset == kNA) preset = val(c, "model.preset");
+    if (preset.empty() || preset == kNA) {
+      preset = val(c, "model.preset");
+    } else if (!c.rows.empty()) {
+      const std::string family = text(a.train[c.rows.front()].run->summary, "model_family");
+      if (!family.empty()) preset += " (" + family + ")";
+    }
     std::vector<std::string> diff;
     if (&c != &a.configs.front()) {
       const Config& f = a.configs.front();

@@ -6,6 +6,8 @@
 # never run this, and never need the network.
 #   scripts/make-fixtures.sh list
 #   scripts/make-fixtures.sh tokenizer-split    # tests/fixtures/tokenizer/hf_split_cases.json (tokenizers)
+#   scripts/make-fixtures.sh qwen3              # tests/fixtures/qwen3-tiny*/ (transformers, peft, torch: the
+#                                               # benchmark's pinned peers in the libtorch venv)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/lorabench"
@@ -28,10 +30,26 @@ venv() {
 }
 
 case "${1:-}" in
-  list) echo tokenizer-split ;;
+  list) echo tokenizer-split qwen3 ;;
   tokenizer-split)
     v=$(venv tokenizer-split tokenizers==0.23.3)
     "$v/bin/python" "$here/tests/fixtures/tokenizer/make_split_cases.py"
     ;;
-  *) die "usage: scripts/make-fixtures.sh list | tokenizer-split" ;;
+  qwen3)
+    # The benchmark's peers (bench/requirements-peers.txt: transformers, peft) and the torch lorabench builds
+    # against (scripts/torch-version.env), in the venv scripts/install-deps.sh fills from PyPI: the same
+    # pinned libraries the benchmark compares against.
+    v=$("$here/scripts/torch-venv.sh")
+    "$v/bin/python" - "$here/bench/requirements-peers.txt" <<'PY' || die "the pinned peers are missing from $v: run scripts/install-deps.sh"
+import importlib.metadata as m, sys
+for line in open(sys.argv[1]):
+    spec = line.split("#")[0].strip()
+    if spec:
+        name, _, version = spec.partition("==")
+        if m.version(name) != version:
+            sys.exit(f"{name} {m.version(name)} is not the pinned {version}")
+PY
+    "$v/bin/python" "$here/tests/fixtures/make_qwen3.py" "$here/tests/fixtures"
+    ;;
+  *) die "usage: scripts/make-fixtures.sh list | tokenizer-split | qwen3" ;;
 esac

@@ -74,8 +74,10 @@ std::string to_enum(const std::string& v, const std::vector<std::string>& choice
 std::string fmt_float(double x) { return strformat("%.10g", x); }
 std::string fmt_bool(bool b) { return b ? "true" : "false"; }
 
-const std::vector<std::string> kPresets = {"tiny", "small", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b",
-                                           "qwen2.5-7b"};
+// model::preset_names(), which this layer does not link (Qwen3Shape.ThePresetKeyOffersEveryPreset checks).
+const std::vector<std::string> kPresets = {"tiny",       "small",      "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b",
+                                           "qwen2.5-7b", "qwen3-tiny", "qwen3-0.6b",   "qwen3-1.7b",   "qwen3-4b",
+                                           "qwen3-8b",   "qwen3-14b",  "qwen3-32b"};
 const std::vector<std::string> kLoraTargets = {"q", "k", "v", "o", "gate", "up", "down"};
 
 // ---- table builders -------------------------------------------------------------------------------

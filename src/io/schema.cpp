@@ -68,6 +68,7 @@ const std::vector<std::pair<const char*, const char*>>& summary_attributes() {
       {"seq_len", "tokens per sequence"},
       {"dtype", "model.dtype"},
       {"model", "preset name or snapshot directory"},
+      {"model_family", "the architecture: qwen2 (Qwen2, Qwen2.5) or qwen3 (a snapshot's config.json model_type)"},
       {"total_params", "parameters of the model (adapters included)"},
       {"trainable_params", "parameters the optimizer updates"},
       {"trainable_ratio", "trainable_params / total_params"},

@@ -84,7 +84,8 @@ ParamCounts count_params(const TransformerShape& s, const LoraSpec& lora) {
   const int64_t head = s.vocab * s.hidden;
   const int64_t embedding = s.vocab * s.hidden;
   const int64_t qkv_bias = s.qkv_bias ? (s.heads + 2 * s.kv_heads) * s.head_dim : 0;
-  const int64_t norms_per_layer = 2 * s.hidden;  // input_layernorm, post_attention_layernorm (RMSNorm)
+  // input_layernorm, post_attention_layernorm (RMSNorm); Qwen3's q_norm and k_norm
+  const int64_t norms_per_layer = 2 * s.hidden + (s.qk_norm ? 2 * s.head_dim : 0);
   c.matmul = s.layers * per_layer_matmul + head;
   c.lora = s.layers * per_layer_lora;
   c.base_total = embedding + s.layers * (per_layer_matmul + qkv_bias + norms_per_layer) + s.hidden /* final norm */ +

@@ -144,10 +144,17 @@ ModelLayout build_layout(const ModelShape& s, const LoraSpec& lora) {
     add_packed(u.compute, u.compute_numel, n("self_attn.k_proj.weight"), {kvd, d});
     add_packed(u.compute, u.compute_numel, n("self_attn.v_proj.weight"), {kvd, d});
     align(u.compute_numel);
-    add_packed(u.compute, u.compute_numel, n("self_attn.q_proj.bias"), {qd});
-    add_packed(u.compute, u.compute_numel, n("self_attn.k_proj.bias"), {kvd});
-    add_packed(u.compute, u.compute_numel, n("self_attn.v_proj.bias"), {kvd});
-    align(u.compute_numel);
+    if (s.qkv_bias) {  // Qwen2
+      add_packed(u.compute, u.compute_numel, n("self_attn.q_proj.bias"), {qd});
+      add_packed(u.compute, u.compute_numel, n("self_attn.k_proj.bias"), {kvd});
+      add_packed(u.compute, u.compute_numel, n("self_attn.v_proj.bias"), {kvd});
+      align(u.compute_numel);
+    }
+    if (s.qk_norm) {  // Qwen3: one weight per head dimension, shared by the heads
+      add_slot(u.compute, u.compute_numel, n("self_attn.q_norm.weight"), {s.head_dim});
+      add_slot(u.compute, u.compute_numel, n("self_attn.k_norm.weight"), {s.head_dim});
+      align(u.compute_numel);
+    }
     add_slot(u.compute, u.compute_numel, n("self_attn.o_proj.weight"), {d, qd});
     add_slot(u.compute, u.compute_numel, n("post_attention_layernorm.weight"), {d});
     add_packed(u.compute, u.compute_numel, n("mlp.gate_proj.weight"), {inter, d});

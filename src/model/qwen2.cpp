@@ -180,6 +180,45 @@ void lora_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGr
   lora_backward_a(ctx, g, grp, packed_a, packed_ga, lora_backward_b(ctx, w, g, grp, packed_a, dout, cache, dx), x);
 }
 
+// The query (part 0) or key (part 1) heads of the fused q|k|v rows: columns and head count.
+std::pair<int64_t, int64_t> qk_part(const ModelShape& s, int part) {
+  return part == 0 ? std::make_pair(int64_t(0), s.heads) : std::make_pair(s.q_dim(), s.kv_heads);
+}
+
+// Qwen3: RMSNorm over each query and key head (head_dim values, weights q_norm and k_norm shared by the
+// heads), in place on the projection output, before the rotary embedding. The heads are copied out of the
+// strided q|k|v rows; those copies (the norms' inputs) and the statistics are kept for the backward.
+void qk_norm_forward(const KernelOptions& k, const LayerWeights& w, const ModelShape& s, at::Tensor& qkv,
+                     LayerCache& c) {
+  ProfileScope scope("lb::norm");
+  const int64_t N = qkv.size(0), d = s.head_dim;
+  for (int part = 0; part < 2; ++part) {
+    const auto [off, heads] = qk_part(s, part);
+    at::Tensor cols = qkv.narrow(1, off, heads * d);
+    at::Tensor in = cols.reshape({N * heads, d}).contiguous();
+    at::Tensor& rstd = part == 0 ? c.rstd_q : c.rstd_k;
+    cols.copy_(kernels::rmsnorm_forward(k.fused, in, part == 0 ? w.q_norm : w.k_norm, s.rms_eps, &rstd).view({N, heads * d}));
+    (part == 0 ? c.q_pre : c.k_pre) = in;
+  }
+}
+
+// Its backward, in place on d(q|k|v) after the rotary embedding's: each head's gradient through its norm,
+// the norms' weight gradients (full fine-tuning) accumulated.
+void qk_norm_backward(const KernelOptions& k, const LayerWeights& w, const LayerGrads& g, const ModelShape& s,
+                      at::Tensor& dqkv, const LayerCache& c) {
+  ProfileScope scope("lb::norm");
+  const int64_t N = dqkv.size(0), d = s.head_dim;
+  for (int part = 0; part < 2; ++part) {
+    const auto [off, heads] = qk_part(s, part);
+    at::Tensor cols = dqkv.narrow(1, off, heads * d);
+    const at::Tensor dy = cols.reshape({N * heads, d}).contiguous();
+    const at::Tensor dx = kernels::rmsnorm_backward(k.fused, dy, part == 0 ? c.q_pre : c.k_pre,
+                                                    part == 0 ? w.q_norm : w.k_norm, part == 0 ? c.rstd_q : c.rstd_k,
+                                                    part == 0 ? g.q_norm : g.k_norm, at::Tensor());
+    cols.copy_(dx.view({N, heads * d}));
+  }
+}
+
 void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tensor& x, LayerCache& c,
                   at::Tensor* y_out) {
   const ModelShape& s = ctx.model->shape;
@@ -190,10 +229,11 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
   c.x = x;
   at::Tensor h1 = kernels::rmsnorm_forward(k.fused, x, w.ln1, s.rms_eps, &c.rstd1);
   ProfileScope proj("lb::projections");
-  at::Tensor qkv = gemm_bias(w.b_qkv, h1, w.w_qkv.t());  // (N, (H+2K)d)
+  at::Tensor qkv = w.b_qkv.defined() ? gemm_bias(w.b_qkv, h1, w.w_qkv.t()) : gemm(h1, w.w_qkv.t());  // (N, (H+2K)d)
   lora_forward(ctx, w, kQkv, w.a_qkv, h1, qkv, &c);
   h1 = at::Tensor();
   proj.end();
+  if (s.qk_norm) qk_norm_forward(k, w, s, qkv, c);
   ProfileScope attn("lb::attention");
 
   // Rotary embedding in place: q, k and v stay token-major in the projection output, which the attention
@@ -293,7 +333,12 @@ LayerWeights bind_layer_weights(const ModelLayout& m, const UnitLayout& u, const
   auto n = [&](const char* suffix) { return layer_tensor_name(u.layer, suffix); };
   w.ln1 = slot_view(compute_flat, u.compute_slot(n("input_layernorm.weight")));
   w.w_qkv = packed_view(compute_flat, u.compute_slot(n("self_attn.q_proj.weight")), s.q_dim() + 2 * s.kv_dim(), s.hidden);
-  w.b_qkv = compute_flat.narrow(0, u.compute_slot(n("self_attn.q_proj.bias")).offset, s.q_dim() + 2 * s.kv_dim());
+  if (s.qkv_bias)
+    w.b_qkv = compute_flat.narrow(0, u.compute_slot(n("self_attn.q_proj.bias")).offset, s.q_dim() + 2 * s.kv_dim());
+  if (s.qk_norm) {
+    w.q_norm = slot_view(compute_flat, u.compute_slot(n("self_attn.q_norm.weight")));
+    w.k_norm = slot_view(compute_flat, u.compute_slot(n("self_attn.k_norm.weight")));
+  }
   w.w_o = slot_view(compute_flat, u.compute_slot(n("self_attn.o_proj.weight")));
   w.ln2 = slot_view(compute_flat, u.compute_slot(n("post_attention_layernorm.weight")));
   w.w_gu = packed_view(compute_flat, u.compute_slot(n("mlp.gate_proj.weight")), 2 * s.intermediate, s.hidden);
@@ -310,6 +355,8 @@ LayerGrads bind_layer_grads(const ModelLayout& m, const UnitLayout& u, const at:
     g.ln1 = w.ln1;
     g.w_qkv = w.w_qkv;
     g.b_qkv = w.b_qkv;
+    g.q_norm = w.q_norm;
+    g.k_norm = w.k_norm;
     g.w_o = w.w_o;
     g.ln2 = w.ln2;
     g.w_gu = w.w_gu;
@@ -407,6 +454,7 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   at::Tensor dqkv = attention_backward(k, dattn, c.qkv, c.attn, c.lse, B, T, H, K, d);  // (N, (H+2K)d)
   kernels::rope_qkv(k.fused, dqkv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d, /*inverse=*/true);
   attn.end();
+  if (s.qk_norm) qk_norm_backward(k, w, g, s, dqkv, c);
   ProfileScope proj4("lb::projections");
   at::Tensor dh1 = gemm(dqkv, w.w_qkv);  // (N, D)
   at::Tensor h1 = kernels::rmsnorm_forward(k.fused, c.x, w.ln1, s.rms_eps, nullptr);

@@ -11,7 +11,9 @@ namespace lorabench::model {
 
 int64_t ModelShape::params_per_layer() const {
   const int64_t d = hidden;
-  int64_t attn = d * q_dim() + 2 * d * kv_dim() + q_dim() + 2 * kv_dim() + q_dim() * d;
+  int64_t attn = d * q_dim() + 2 * d * kv_dim() + q_dim() * d;
+  if (qkv_bias) attn += q_dim() + 2 * kv_dim();
+  if (qk_norm) attn += 2 * head_dim;
   int64_t mlp = 3 * d * intermediate;
   return attn + mlp + 2 * d;
 }
@@ -39,11 +41,23 @@ ModelShape make(const char* name, int64_t vocab, int64_t hidden, int64_t inter, 
   s.max_positions = max_pos;
   return s;
 }
+// Qwen3: head_dim 128 whatever hidden / heads is, no q/k/v biases, q_norm and k_norm, 40960 positions.
+ModelShape make_qwen3(const char* name, int64_t vocab, int64_t hidden, int64_t inter, int64_t layers, int64_t heads,
+                      int64_t kv, bool tie, int64_t head_dim = 128) {
+  ModelShape s = make(name, vocab, hidden, inter, layers, heads, kv, tie, 40960);
+  s.family = "qwen3";
+  s.head_dim = head_dim;
+  s.qkv_bias = false;
+  s.qk_norm = true;
+  return s;
+}
 }  // namespace
 
 const std::vector<std::string>& preset_names() {
-  static const std::vector<std::string> names = {"tiny", "small", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b",
-                                                 "qwen2.5-7b"};
+  static const std::vector<std::string> names = {"tiny",       "small",      "qwen2.5-0.5b", "qwen2.5-1.5b",
+                                                 "qwen2.5-3b", "qwen2.5-7b", "qwen3-tiny",   "qwen3-0.6b",
+                                                 "qwen3-1.7b", "qwen3-4b",   "qwen3-8b",     "qwen3-14b",
+                                                 "qwen3-32b"};
   return names;
 }
 
@@ -56,6 +70,17 @@ ModelShape preset_shape(const std::string& name) {
   if (name == "qwen2.5-1.5b") return make("qwen2.5-1.5b", 151936, 1536, 8960, 28, 12, 2, true, 32768);
   if (name == "qwen2.5-3b") return make("qwen2.5-3b", 151936, 2048, 11008, 36, 16, 2, true, 32768);
   if (name == "qwen2.5-7b") return make("qwen2.5-7b", 152064, 3584, 18944, 28, 28, 4, false, 32768);
+  // qwen3-tiny: tiny's sizes with Qwen3's differences, head_dim 32 (not hidden / heads, as in 0.6B).
+  if (name == "qwen3-tiny") return make_qwen3("qwen3-tiny", 151936, 64, 176, 2, 4, 2, true, 32);
+  // The config.json of each Qwen/Qwen3-<size> snapshot on the Hugging Face hub (April 2025 release; the
+  // same numbers as torchtune's qwen3 model builders): vocab 151936, head_dim 128, rope_theta 1e6,
+  // rms_norm_eps 1e-6, max_position_embeddings 40960; tied up to 4B.
+  if (name == "qwen3-0.6b") return make_qwen3("qwen3-0.6b", 151936, 1024, 3072, 28, 16, 8, true);
+  if (name == "qwen3-1.7b") return make_qwen3("qwen3-1.7b", 151936, 2048, 6144, 28, 16, 8, true);
+  if (name == "qwen3-4b") return make_qwen3("qwen3-4b", 151936, 2560, 9728, 36, 32, 8, true);
+  if (name == "qwen3-8b") return make_qwen3("qwen3-8b", 151936, 4096, 12288, 36, 32, 8, false);
+  if (name == "qwen3-14b") return make_qwen3("qwen3-14b", 151936, 5120, 17408, 40, 40, 8, false);
+  if (name == "qwen3-32b") return make_qwen3("qwen3-32b", 151936, 5120, 25600, 64, 64, 8, false);
   throw ConfigError("model.preset: unknown preset \"" + name + "\" (expected " + join(preset_names(), ", ") + ")");
 }
 
@@ -89,8 +114,8 @@ ModelShape load_hf_config(const std::string& path) {
     if (!j[key].is_boolean()) throw IoError(path + ": key \"" + key + "\" is not true or false");
     return j[key].get<bool>();
   };
-  if (j.contains("model_type") && j["model_type"] != "qwen2")
-    throw IoError(path + ": model_type is " + j["model_type"].dump() + ", lorabench implements qwen2");
+  if (j.contains("model_type") && j["model_type"] != "qwen2" && j["model_type"] != "qwen3")
+    throw IoError(path + ": model_type is " + j["model_type"].dump() + ", lorabench implements qwen2 and qwen3");
   if (j.contains("hidden_act") && j["hidden_act"] != "silu")
     throw IoError(path + ": hidden_act " + j["hidden_act"].dump() + " is not supported (silu)");
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null())
@@ -99,6 +124,11 @@ ModelShape load_hf_config(const std::string& path) {
     throw IoError(path + ": use_sliding_window = true is not supported");
   ModelShape s;
   s.name = path;
+  // Qwen2's q/k/v projections always have biases (its config has no key for them); Qwen3's follow
+  // attention_bias (false in every released size) and it normalises each head of q and k.
+  s.family = j.contains("model_type") ? j["model_type"].get<std::string>() : "qwen2";
+  s.qk_norm = s.family == "qwen3";
+  s.qkv_bias = s.family == "qwen3" ? get_bool("attention_bias", false) : true;
   s.vocab_size = get_int("vocab_size");
   s.hidden = get_int("hidden_size");
   s.intermediate = get_int("intermediate_size");
@@ -107,6 +137,29 @@ ModelShape load_hf_config(const std::string& path) {
   s.kv_heads = j.contains("num_key_value_heads") ? get_int("num_key_value_heads") : s.heads;
   s.head_dim = j.contains("head_dim") ? get_int("head_dim") : s.hidden / s.heads;
   s.rope_theta = get_num("rope_theta", 10000.0);
+  // transformers 5 writes the rotary settings as "rope_parameters": {"rope_theta", "rope_type"} (the hub's
+  // Qwen config.json files have a top-level rope_theta and rope_scaling null); only the default type.
+  if (j.contains("rope_parameters") && !j["rope_parameters"].is_null()) {
+    const auto& rp = j["rope_parameters"];
+    if (!rp.is_object()) throw IoError(path + ": key \"rope_parameters\" is not an object");
+    if (rp.contains("rope_type") && rp["rope_type"] != "default")
+      throw IoError(path + ": rope_parameters.rope_type " + rp["rope_type"].dump() + " is not supported (default)");
+    if (rp.contains("rope_theta")) {
+      if (!rp["rope_theta"].is_number() || !(rp["rope_theta"].get<double>() > 0))
+        throw IoError(path + ": rope_parameters.rope_theta must be a positive number, got " + rp["rope_theta"].dump());
+      if (j.contains("rope_theta") && !j["rope_theta"].is_null() && j["rope_theta"].get<double>() != rp["rope_theta"].get<double>())
+        throw IoError(path + ": rope_theta " + j["rope_theta"].dump() + " and rope_parameters.rope_theta " +
+                      rp["rope_theta"].dump() + " differ");
+      s.rope_theta = rp["rope_theta"].get<double>();
+    }
+  }
+  // Qwen3's layer_types: every layer full attention (sliding-window layers are not implemented).
+  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
+    if (!j["layer_types"].is_array()) throw IoError(path + ": key \"layer_types\" is not a list");
+    for (const auto& t : j["layer_types"])
+      if (t != "full_attention")
+        throw IoError(path + ": layer_types holds " + t.dump() + ", lorabench implements full_attention layers only");
+  }
   s.rms_eps = get_num("rms_norm_eps", 1e-6);
   s.tie_embeddings = get_bool("tie_word_embeddings", false);
   s.max_positions = j.contains("max_position_embeddings") ? get_int("max_position_embeddings") : 32768;
@@ -129,14 +182,17 @@ ModelShape load_hf_config(const std::string& path) {
 
 std::string hf_config_json(const ModelShape& s, const std::string& torch_dtype) {
   nlohmann::ordered_json j;
-  j["architectures"] = {"Qwen2ForCausalLM"};
+  const bool qwen3 = s.family == "qwen3";
+  j["architectures"] = {qwen3 ? "Qwen3ForCausalLM" : "Qwen2ForCausalLM"};
+  if (qwen3) j["attention_bias"] = s.qkv_bias;
   j["attention_dropout"] = 0.0;
+  if (qwen3) j["head_dim"] = s.head_dim;
   j["hidden_act"] = "silu";
   j["hidden_size"] = s.hidden;
   j["initializer_range"] = 0.02;
   j["intermediate_size"] = s.intermediate;
   j["max_position_embeddings"] = s.max_positions;
-  j["model_type"] = "qwen2";
+  j["model_type"] = s.family;
   j["num_attention_heads"] = s.heads;
   j["num_hidden_layers"] = s.layers;
   j["num_key_value_heads"] = s.kv_heads;

@@ -340,9 +340,11 @@ int64_t activation_lower_bound(const RunConfig& c, const model::ModelShape& s, i
   int64_t lora_cols = 0;
   if (lora.enabled)
     for (int i = 0; i < model::kNumProj; ++i) lora_cols += lora.target[i] ? lora.r : 0;
-  // LayerCache: x, rstd1, qkv, attn, lse, x2, rstd2, gu, la[] (see model/qwen2.hpp).
-  const int64_t per_layer =
-      N * (D * ds + 4 + (H + 2 * K) * d * ds + H * d * ds + H * 4 + D * ds + 4 + 2 * I * ds + lora_cols * ds);
+  // LayerCache: x, rstd1, qkv, attn, lse, x2, rstd2, gu, la[] (see model/qwen2.hpp); with Qwen3's q/k norms
+  // also their inputs q_pre, k_pre and statistics rstd_q, rstd_k.
+  const int64_t qk_norm = s.qk_norm ? (H + K) * (d * ds + 4) : 0;
+  const int64_t per_layer = N * (D * ds + 4 + (H + 2 * K) * d * ds + H * d * ds + H * 4 + D * ds + 4 + 2 * I * ds +
+                                 lora_cols * ds + qk_norm);
   const int64_t layers = s.layers;
   if (c.model.activation_checkpointing) return layers * N * D * ds + per_layer + N * D * ds;
   return layers * per_layer + N * D * ds;

@@ -35,6 +35,14 @@ void check_config_fits_model(const RunConfig& c, const model::ModelShape& shape)
                                        c.lora.r, metrics::lora_target_name(t), (long long)p.in, (long long)p.out,
                                        model.c_str(), metrics::lora_target_name(t)));
   }
+  // Instruction data goes through the Qwen2.5 tokenizer's added tokens and its chat template; Qwen3's (with
+  // <think> and its own template) is not implemented yet (issue 44, item 4), and training a Qwen3 model on
+  // Qwen2.5's rendering would teach it another format. Synthetic tokens need neither.
+  if (shape.family == "qwen3" && c.data.format != "synthetic")
+    problems.add("data.format", strformat("%s data is rendered with the Qwen2.5 chat template, and %s is a Qwen3 "
+                                          "model, whose template lorabench does not implement yet; use "
+                                          "data.format = synthetic with it, or a Qwen2.5 model",
+                                          c.data.format.c_str(), model.c_str()));
   problems.throw_if_any();
 }
 
@@ -97,6 +105,8 @@ metrics::TransformerShape flops_shape(const model::ModelShape& s) {
   t.head_dim = s.head_dim;
   t.vocab = s.vocab_size;
   t.tied_embeddings = s.tie_embeddings;
+  t.qkv_bias = s.qkv_bias;
+  t.qk_norm = s.qk_norm;
   return t;
 }
 

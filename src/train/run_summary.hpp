@@ -17,6 +17,7 @@ namespace lorabench::train {
 // What the summary needs beyond the step rows.
 struct RunFacts {
   std::string strategy, dtype, model;
+  std::string model_family;  // ModelShape::family: qwen2 or qwen3
   int world = 1;
   int trials = 1;         // run.repeat
   int steps = 0;          // run.steps (a trial's, when not stopped early)

@@ -711,6 +711,7 @@ void Trainer::write_summary(io::RunFileWriter& run) {
   f.strategy = c_.parallel.strategy;
   f.dtype = c_.model.dtype;
   f.model = s_.layout.shape.name;
+  f.model_family = s_.layout.shape.family;
   f.world = world_;
   f.trials = c_.run.repeat;
   f.steps = c_.run.steps;
@@ -766,8 +767,9 @@ void mark_failed(const TrainEnv& env, const std::string& why) {
 int run_training(const TrainEnv& env) {
   Setup s = make_setup(env);
   const RunConfig& c = *env.cfg;
-  log::info(strformat("model %s: %s parameters, %s trainable (%.3f%%), %s, %d layers",
-                      s.layout.shape.name.c_str(), std::to_string(s.layout.total_params()).c_str(),
+  log::info(strformat("model %s (%s): %s parameters, %s trainable (%.3f%%), %s, %d layers",
+                      s.layout.shape.name.c_str(), s.layout.shape.family.c_str(),
+                      std::to_string(s.layout.total_params()).c_str(),
                       std::to_string(s.layout.trainable_params()).c_str(),
                       100.0 * double(s.layout.trainable_params()) / double(s.layout.total_params()),
                       c.model.dtype.c_str(), int(s.layout.shape.layers)));

@@ -69,6 +69,7 @@ case_ "duplicate key" "\`steps\` twice in \`[run]\`" "$lorabench" dup.ini
 case_ "missing input file" "\`lorabench missing.ini\`" "$lorabench" missing.ini
 case_ "contradictory settings" "\`run.warmup_steps\` >= \`run.steps\`" "$lorabench" "${tiny[@]}" --set run.warmup_steps=5
 case_ "sequence beyond the model" "\`data.seq_len\` above \`max_position_embeddings\` (the qwen2-tiny snapshot: 512)" "$lorabench" "${tiny[@]}" --set model.path="$src/tests/fixtures/qwen2-tiny" --set data.seq_len=513
+case_ "instruction data for Qwen3" "\`data.format=alpaca\` with the qwen3-tiny preset (Qwen3's chat template is not implemented yet)" "$lorabench" "${tiny[@]}" --set model.preset=qwen3-tiny --set data.format=alpaca --set data.path="$src/inputs/data/sft_toy.jsonl"
 case_ "LoRA rank beyond a layer" "\`lora.r=33\` with \`lora.targets=q,k\` on the tiny preset (k_proj 64 x 32)" "$lorabench" "${tiny[@]}" --set lora.r=33 --set lora.targets=q,k
 
 # --- model files

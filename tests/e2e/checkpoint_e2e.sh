@@ -347,6 +347,16 @@ case "$case_name" in
     done
     # Not bitwise: verify says so without --rtol.
     run 1 exact.txt "$lorabench" checkpoint verify $C/step_00000006.h5 out/f4/checkpoints/step_00000006.h5
+    # Qwen3 (q/k norms, no q/k/v biases, head_dim 32 on hidden 64): written by fsdp on 2 ranks, resumed by a
+    # single rank with grad_accum 2, losses within 1e-6 of the uninterrupted run.
+    q3=("${common[@]}" --set model.preset=qwen3-tiny)
+    run 0 q3.log "${mpiexec[@]}" -n 2 "$lorabench" "${q3[@]}" --set run.name=q3 --set parallel.strategy=fsdp
+    run 0 q3s.log "$lorabench" "${q3[@]}" --set run.name=q3s --set train.grad_accum=2 \
+      --set checkpoint.resume="$work/out/q3/checkpoints/step_00000003.h5"
+    "$checker" losses out/q3/run.h5 out/q3s/run.h5 1e-6
+    "$checker" provenance out/q3s/run.h5 resumed_at_step 3
+    v=$(h5attr out/q3/run.h5 /metrics/summary/model_family); [[ $v == qwen3 ]] || fail "model_family = $v, expected qwen3"
+    v=$(h5attr out/q3/run.h5 /metrics/summary/model); [[ $v == qwen3-tiny ]] || fail "model = $v, expected qwen3-tiny"
     ;;
   refuse)
     common=("${tiny[@]}" --set checkpoint.every=2)

@@ -36,17 +36,18 @@ case "$case_name" in
     echo "ok: /ranks node 0,0,1,1 local_rank 0,1,0,1; node_count 2 (emulated)"
     ;;
   inputs)
-    for x in single:1:single ddp:2:ddp fsdp:2:fsdp zero:2:zero2; do
-      IFS=: read -r name n strategy <<<"$x"
+    for x in single:1:single:qwen2.5-0.5b ddp:2:ddp:qwen2.5-0.5b fsdp:2:fsdp:qwen2.5-0.5b zero:2:zero2:qwen2.5-0.5b \
+             qwen3:2:fsdp:qwen3-0.6b; do
+      IFS=: read -r name n strategy preset <<<"$x"
       "${mpiexec[@]}" -n "$n" "$lorabench" "$src/inputs/$name.ini" --print-config >"$name.txt" 2>&1 ||
         { cat "$name.txt" >&2; fail "inputs/$name.ini is not valid at $n rank(s)"; }
-      for kv in "parallel.strategy $strategy" "model.preset qwen2.5-0.5b" "model.dtype bf16" \
+      for kv in "parallel.strategy $strategy" "model.preset $preset" "model.dtype bf16" \
                 "data.seq_len 256" "data.format synthetic" "train.micro_batch 1" "lora.r 16" "lora.alpha 32" \
                 "lora.targets q,k,v,o,gate,up,down" "run.steps 20" "run.warmup_steps 2"; do
         grep -qE "^${kv% *} +${kv#* } " "$name.txt" || { cat "$name.txt" >&2; fail "inputs/$name.ini: ${kv% *} is not ${kv#* }"; }
       done
     done
-    echo "ok: inputs/single.ini, ddp.ini, fsdp.ini, zero.ini"
+    echo "ok: inputs/single.ini, ddp.ini, fsdp.ini, zero.ini, qwen3.ini"
     ;;
   *) fail "unknown case $case_name" ;;
 esac

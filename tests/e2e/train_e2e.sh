@@ -132,6 +132,18 @@ case "$case_name" in
     awk -v p="$predicted" -v m="$measured" -v r="$recorded" \
       'function d(a, b) { return (a > b ? a - b : b - a) / b } BEGIN { exit !(d(p, m) < 1e-5 && d(r, m) < 1e-5) }' ||
       fail "single's predicted tensor peak $predicted (recorded $recorded) is not the measured $measured"
+    # The same on a Qwen3 shape (the q/k norms, their saved inputs and statistics); its lower bound stays below.
+    run 0 plan3.md "$lorabench" plan "$src/inputs/tiny.ini" --set model.preset=qwen3-tiny -n 1 --strategy single \
+      --tsv plan3.tsv
+    run 0 plan3lb.md "$lorabench" plan "$src/inputs/tiny.ini" --set model.preset=qwen3-tiny -n 1 --strategy single \
+      --no-probe --tsv plan3lb.tsv
+    predicted3=$(awk -F'\t' '$1 == "single" { print $7 }' plan3.tsv)
+    lower3=$(awk -F'\t' '$1 == "single" { print $7 }' plan3lb.tsv)
+    run 0 log3 "$lorabench" "${tiny[@]}" --set model.preset=qwen3-tiny --set run.name=measured3
+    measured3=$(h5attr out/measured3/run.h5 /metrics/summary/mem_peak_bytes_max)
+    awk -v p="$predicted3" -v m="$measured3" -v l="$lower3" \
+      'BEGIN { exit !((p > m ? p - m : m - p) / m < 1e-5 && l <= m) }' ||
+      fail "qwen3-tiny: predicted tensor peak $predicted3, lower bound $lower3, measured $measured3"
     # Without the probe: the lower bound, no time. Bad arguments are configuration errors.
     run 0 noprobe.md "$lorabench" plan "$src/inputs/tiny.ini" --no-probe -n 2 --strategy fsdp
     expect_in noprobe.md "No probe: activations are the lower bound"

@@ -1,4 +1,11 @@
 lorabench_mpi_test(test_strategies SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_strategies.cpp
                    LIBS lorabench_train RANKS 2 4 TIMEOUT 900)
+# The same equivalence on a Qwen3-shaped model (issue 44): every strategy on 3 ranks with accumulation and
+# activation checkpointing, LoRA and full fine-tuning, equals one rank.
+add_test(NAME test_strategies_qwen3_np3
+         COMMAND ${LORABENCH_MPIEXEC} -n 3 $<TARGET_FILE:test_strategies>
+                 --gtest_filter=Equivalence/Strategies.ReproduceSingleRank/*_ac_accum4_*)
+set_tests_properties(test_strategies_qwen3_np3 PROPERTIES LABELS mpi TIMEOUT 900
+                     ENVIRONMENT "OMP_NUM_THREADS=1;OPENBLAS_NUM_THREADS=1;LB_TEST_MODEL=qwen3-tiny")
 lorabench_mpi_test(test_fsdp_prefetch SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_fsdp_prefetch.cpp
                    LIBS lorabench_train lorabench_metrics_torch RANKS 2 TIMEOUT 300)

@@ -52,8 +52,10 @@ constexpr double kTol = 1e-5;
 device::Device& test_device() { return device::cpu_device(); }
 #endif
 
+// LB_TEST_MODEL names another preset (tests/mpi/strategy.cmake runs qwen3-tiny: head_dim 32 on hidden 64,
+// q/k norms, no q/k/v biases).
 model::ModelShape test_shape() {
-  model::ModelShape s = model::preset_shape("tiny");
+  model::ModelShape s = model::preset_shape(getenv("LB_TEST_MODEL") ? getenv("LB_TEST_MODEL") : "tiny");
   s.vocab_size = 1000;  // a small vocabulary keeps the head cheap; rows still split unevenly at 3 ranks
   return s;
 }

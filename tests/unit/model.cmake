@@ -4,3 +4,4 @@ lorabench_unit_test(test_model_grads SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_mode
 lorabench_unit_test(test_safetensors SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_safetensors.cpp LIBS lorabench_lora)
 lorabench_unit_test(test_kernels SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_kernels.cpp LIBS lorabench_model)
 lorabench_unit_test(test_adapter_config SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_adapter_config.cpp LIBS lorabench_lora)
+lorabench_unit_test(test_model_qwen3 SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_model_qwen3.cpp LIBS lorabench_lora lorabench_config)

@@ -74,6 +74,37 @@ TEST(Flops, Qwen25_05bParameterCounts) {
   EXPECT_EQ(full.frozen_matmul, 0);
 }
 
+// Qwen3-0.6B (its config.json): 28 layers, hidden 1024, 16 heads of 128 (q_proj 1024 -> 2048: head_dim is
+// not hidden / heads), 8 KV heads, intermediate 3072, tied embedding, no q/k/v biases, q_norm and k_norm.
+TEST(Flops, Qwen3_06bParameterCountsByHand) {
+  TransformerShape s;
+  s.layers = 28;
+  s.hidden = 1024;
+  s.intermediate = 3072;
+  s.heads = 16;
+  s.kv_heads = 8;
+  s.head_dim = 128;
+  s.vocab = 151936;
+  s.tied_embeddings = true;
+  s.qkv_bias = false;
+  s.qk_norm = true;
+  const int64_t q = 1024 * 2048, kv = 1024 * 1024, mlp = 1024 * 3072;
+  const int64_t per_layer = 2 * q + 2 * kv + 3 * mlp;  // q, o; k, v; gate, up, down: 15,728,640
+  EXPECT_EQ(per_layer, 15728640);
+  const int64_t head = 151936 * 1024;
+  // Per layer also two RMSNorms (2 x 1024) and the q/k norms (2 x 128); no biases.
+  const int64_t total = head + 28 * (per_layer + 2 * 1024 + 2 * 128) + 1024;
+  EXPECT_EQ(total, 596049920);  // the published 0.6B (0.44B without the embedding)
+  const auto c = count_params(s, lora_all7_r16());
+  EXPECT_EQ(c.base_total, 596049920);
+  EXPECT_EQ(c.matmul, 28 * per_layer + head);
+  // LoRA r=16 on q: 16 x (1024 + 2048); k, v: 16 x (1024 + 1024); o: 16 x (2048 + 1024); gate, up, down.
+  const int64_t lora_layer = 16 * (3072 + 2048 + 2048 + 3072 + 3 * (1024 + 3072));
+  EXPECT_EQ(c.lora, 28 * lora_layer);
+  s.qk_norm = false;  // the q/k norms are counted: without them 28 x 256 fewer
+  EXPECT_EQ(count_params(s, lora_all7_r16()).base_total, 596049920 - 28 * 256);
+}
+
 TEST(Flops, Qwen25_05bLoraR16Seq256ByHand) {
   // Forward: 2 FLOPs per weight per token, base GEMM weights plus LoRA A and B.
   const int64_t forward_matmul = 2 * (493961216 + 8798208);  // 2 x 502,759,424

@@ -78,4 +78,12 @@ TEST(RunSpecs, KeysTheModelBounds) {
   c.lora.enabled = false;
   c.data.seq_len = 64;
   EXPECT_EQ(error_of(c), "");  // no LoRA, no rank to bound
+  // A Qwen3 model trains on synthetic tokens; instruction data would get the Qwen2.5 chat template.
+  c = parse_run_config("in.ini", "[model]\npreset = qwen3-tiny\n[data]\nformat = chat\npath = x.jsonl\n", {});
+  EXPECT_NE(error_of(c).find("in.ini:4: data.format: chat data is rendered with the Qwen2.5 chat template, and the "
+                             "preset qwen3-tiny is a Qwen3 model"),
+            std::string::npos)
+      << error_of(c);
+  c.data.format = "synthetic";
+  EXPECT_EQ(error_of(c), "");
 }

@@ -31,6 +31,7 @@ struct TransformerShape {
   int64_t vocab = 0;
   bool tied_embeddings = false;  // LM head shares the embedding matrix (still one vocab x hidden GEMM)
   bool qkv_bias = true;          // Qwen2: q,k,v projections have biases (parameters, no GEMM FLOPs)
+  bool qk_norm = false;          // Qwen3: per-head RMSNorm of q and k (2 x head_dim parameters, no GEMM FLOPs)
 };
 
 // The seven projections LoRA can target, in config order "q,k,v,o,gate,up,down".

@@ -42,7 +42,8 @@ struct LoraPair {
 
 // Views of one decoder layer's full weights. Base weights are in the model dtype; LoRA in fp32.
 struct LayerWeights {
-  at::Tensor ln1, w_qkv, b_qkv, w_o, ln2, w_gu, w_down;  // w_qkv ((H+2K)d, D), w_gu (2I, D)
+  at::Tensor ln1, w_qkv, b_qkv, w_o, ln2, w_gu, w_down;  // w_qkv ((H+2K)d, D), w_gu (2I, D); b_qkv: Qwen2 only
+  at::Tensor q_norm, k_norm;                              // (d): Qwen3 only (ModelShape::qk_norm)
   LoraPair lora[kNumProj];
   at::Tensor a_qkv, a_gu;  // the A matrices of the targeted q/k/v (gate/up), packed: (n*r, in)
 };
@@ -50,6 +51,7 @@ struct LayerWeights {
 // Views into an fp32 gradient buffer; undefined members are not trained. Backward accumulates (+=).
 struct LayerGrads {
   at::Tensor ln1, w_qkv, b_qkv, w_o, ln2, w_gu, w_down;
+  at::Tensor q_norm, k_norm;
   LoraPair lora[kNumProj];
   at::Tensor a_qkv, a_gu;
 };
@@ -74,7 +76,9 @@ struct DropoutKey {
 struct LayerCache {
   at::Tensor x;             // (N, D) layer input (the only tensor kept with activation checkpointing)
   at::Tensor rstd1;         // (N, 1) fp32
-  at::Tensor qkv;           // (N, (H+2K)d) q|k|v projections after the rotary embedding
+  at::Tensor qkv;           // (N, (H+2K)d) q|k|v projections after the rotary embedding (and Qwen3's q/k norms)
+  at::Tensor q_pre, k_pre;  // Qwen3: (N*H, d), (N*K, d) the q and k heads before their norms (model dtype)
+  at::Tensor rstd_q, rstd_k;  // and the norms' statistics, (N*H, 1), (N*K, 1) fp32
   at::Tensor attn, lse;     // (N, H*d) attention output before o_proj; (B, H, T) fp32 log-sum-exp per query
   at::Tensor x2, rstd2;     // residual after attention, its norm statistic
   at::Tensor gu;            // (N, 2I) gate and up projections
