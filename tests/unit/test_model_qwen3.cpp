@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -16,6 +15,7 @@
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/strings.hpp"
 #include "lorabench/io/safetensors.hpp"
+#include "safetensors_test_util.hpp"
 #include "lorabench/lora/adapter.hpp"
 #include "lorabench/model/dense.hpp"
 
@@ -198,14 +198,7 @@ TEST_P(Qwen3Reference, ExportedAdapterRereadsBitIdentically) {
   lora::load_adapter(adapter, m->layout(), m->trainable_flats());
   const fs::path out = fs::temp_directory_path() / ("lorabench_qwen3_adapter_" + std::to_string(::getpid()));
   lora::save_adapter(out.string(), m->layout(), m->trainable_flats(), "qwen3-tiny");
-  io::SafeTensorsFile orig(adapter + "/adapter_model.safetensors"), ours((out / "adapter_model.safetensors").string());
-  ASSERT_EQ(orig.tensors().size(), ours.tensors().size());
-  for (const auto& t : orig.tensors()) {
-    const io::SafeTensorInfo* o = ours.find(t.name);
-    ASSERT_NE(o, nullptr) << t.name;
-    EXPECT_EQ(o->shape, t.shape);
-    EXPECT_EQ(0, std::memcmp(orig.data(t), ours.data(*o), t.end - t.begin)) << t.name;
-  }
+  lbtest::expect_same_tensors(adapter + "/adapter_model.safetensors", (out / "adapter_model.safetensors").string());
   fs::remove_all(out);
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "lorabench/io/safetensors.hpp"
+#include "safetensors_test_util.hpp"
 #include "lorabench/lora/adapter.hpp"
 #include "lorabench/model/dense.hpp"
 
@@ -117,14 +118,7 @@ TEST(ModelReference, ExportedAdapterRereadsBitIdentically) {
     EXPECT_TRUE(at::equal(m->trainable_flats()[u], m2->trainable_flats()[u])) << "unit " << u;
   }
   // Same tensors as the PEFT file, by name and bit pattern.
-  io::SafeTensorsFile orig(kTinyLora + "/adapter_model.safetensors"), ours((dir / "adapter_model.safetensors").string());
-  ASSERT_EQ(orig.tensors().size(), ours.tensors().size());
-  for (const auto& t : orig.tensors()) {
-    const io::SafeTensorInfo* o = ours.find(t.name);
-    ASSERT_NE(o, nullptr) << t.name;
-    EXPECT_EQ(o->shape, t.shape);
-    EXPECT_EQ(0, std::memcmp(orig.data(t), ours.data(*o), t.end - t.begin)) << t.name;
-  }
+  lbtest::expect_same_tensors(kTinyLora + "/adapter_model.safetensors", (dir / "adapter_model.safetensors").string());
   fs::remove_all(dir);
 }
 
