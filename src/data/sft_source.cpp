@@ -11,8 +11,8 @@
 #include "lorabench/data/chat_template.hpp"
 #include "lorabench/data/sampler.hpp"
 
-#ifndef LORABENCH_DEFAULT_TOKENIZER
-#error "LORABENCH_DEFAULT_TOKENIZER must be defined by the build (src/data/CMakeLists.txt)"
+#ifndef LORABENCH_TOKENIZER_ROOT
+#error "LORABENCH_TOKENIZER_ROOT must be defined by the build (src/data/CMakeLists.txt)"
 #endif
 
 namespace lorabench::data {
@@ -39,7 +39,7 @@ class SftSource final : public BatchSource {
     pad_id_ = tok_->token_id("<|endoftext|>");
     if (pad_id_ < 0) throw IoError(tok_->origin() + ": no <|endoftext|> token to pad with");
 
-    SftRecords recs = load_sft_records(spec.path, spec.format, spec.on_bad_record);
+    SftRecords recs = load_sft_records(spec.path, spec.format, spec.on_bad_record, spec.chat.tmpl);
     format_ = recs.format;
     skipped_ = recs.skipped;
     problems_ = recs.problems;
@@ -60,7 +60,7 @@ class SftSource final : public BatchSource {
 
     const size_t seq = size_t(spec.geo.seq_len);
     for (const auto& r : recs.records) {
-      EncodedExample ex = encode_chat(*tok_, r.messages);
+      EncodedExample ex = encode_chat(*tok_, r.messages, spec.chat, r.tools);
       total_tokens_ += int64_t(ex.ids.size());
       if (ex.ids.size() > seq) {
         ++truncated_;
@@ -129,8 +129,9 @@ class SftSource final : public BatchSource {
       s += strformat(" (%lld truncated examples, %lld tokens before truncation)", static_cast<long long>(truncated_),
                      static_cast<long long>(total_tokens_));
     }
-    s += strformat(", %s, seed %llu, tokenizer %s", spec_.shuffle ? "shuffled per epoch" : "in file order",
-                   static_cast<unsigned long long>(spec_.seed), tok_->origin().c_str());
+    s += strformat(", %s, seed %llu, tokenizer %s, chat template %s%s", spec_.shuffle ? "shuffled per epoch" : "in file order",
+                   static_cast<unsigned long long>(spec_.seed), tok_->origin().c_str(), chat_template_name(spec_.chat.tmpl),
+                   spec_.chat.tmpl == ChatTemplate::kQwen3 && !spec_.chat.enable_thinking ? " (thinking off)" : "");
     if (skipped_ > 0) {
       s += strformat("; %lld bad records skipped (first: %s)", static_cast<long long>(skipped_),
                      problems_.front().c_str());
@@ -165,9 +166,12 @@ std::unique_ptr<BatchSource> make_sft_source(const SftSpec& spec) {
   return make_sft_source(spec, std::move(tok));
 }
 
-const char* default_tokenizer_path() { return LORABENCH_DEFAULT_TOKENIZER; }
+std::string default_tokenizer_path(const std::string& name) {
+  return std::string(LORABENCH_TOKENIZER_ROOT) + "/" + name + "/tokenizer.json";
+}
 
-std::string resolve_tokenizer_path(const std::string& data_tokenizer, const std::string& model_path) {
+std::string resolve_tokenizer_path(const std::string& data_tokenizer, const std::string& model_path,
+                                   const std::string& name) {
   if (!data_tokenizer.empty()) return data_tokenizer;
   if (!model_path.empty()) {
     std::string dir = model_path;
@@ -178,18 +182,20 @@ std::string resolve_tokenizer_path(const std::string& data_tokenizer, const std:
   if (env && *env) {
     std::string dir = env;
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    return dir + "/qwen2.5/tokenizer.json";
+    return dir + "/" + name + "/tokenizer.json";
   }
   // An installed lorabench (cmake --install) finds the tokenizer beside itself: PREFIX/bin/lorabench ->
-  // PREFIX/share/lorabench/qwen2.5/tokenizer.json. A build tree uses the checkout's copy.
+  // PREFIX/share/lorabench/<name>/tokenizer.json. A build tree uses the checkout's copy.
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     const std::filesystem::path installed =
-        exe.parent_path().parent_path() / "share" / "lorabench" / "qwen2.5" / "tokenizer.json";
+        exe.parent_path().parent_path() / "share" / "lorabench" / name / "tokenizer.json";
     if (std::filesystem::exists(installed, ec)) return installed.string();
   }
-  return default_tokenizer_path();
+  return default_tokenizer_path(name);
 }
+
+const char* tokenizer_name_of_family(const std::string& family) { return family == "qwen3" ? "qwen3" : "qwen2.5"; }
 
 }  // namespace lorabench::data

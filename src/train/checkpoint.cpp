@@ -203,6 +203,11 @@ Fingerprint training_fingerprint(const RunConfig& c, int world_size) {
   if (c.data.format != "synthetic") {
     f.emplace_back("data.content", file_digest(c.data.path));
     f.emplace_back("data.tokenizer", file_digest(tokenizer_path_of(c)));
+    // The rendering: only where it is not the Qwen2.5 template (checkpoints written before Qwen3 match).
+    if (const data::ChatOptions chat = chat_options_of(c); chat.tmpl != data::ChatTemplate::kQwen25) {
+      f.emplace_back("data.chat_template", data::chat_template_name(chat.tmpl));
+      f.emplace_back("data.enable_thinking", chat.enable_thinking ? "true" : "false");
+    }
     f.emplace_back("data.pack", c.data.pack ? "true" : "false");
     f.emplace_back("data.shuffle", c.data.shuffle ? "true" : "false");
     f.emplace_back("data.on_bad_record", c.data.on_bad_record);

@@ -35,14 +35,6 @@ void check_config_fits_model(const RunConfig& c, const model::ModelShape& shape)
                                        c.lora.r, metrics::lora_target_name(t), (long long)p.in, (long long)p.out,
                                        model.c_str(), metrics::lora_target_name(t)));
   }
-  // Instruction data goes through the Qwen2.5 tokenizer's added tokens and its chat template; Qwen3's (with
-  // <think> and its own template) is not implemented yet (issue 44, item 4), and training a Qwen3 model on
-  // Qwen2.5's rendering would teach it another format. Synthetic tokens need neither.
-  if (shape.family == "qwen3" && c.data.format != "synthetic")
-    problems.add("data.format", strformat("%s data is rendered with the Qwen2.5 chat template, and %s is a Qwen3 "
-                                          "model, whose template lorabench does not implement yet; use "
-                                          "data.format = synthetic with it, or a Qwen2.5 model",
-                                          c.data.format.c_str(), model.c_str()));
   problems.throw_if_any();
 }
 
@@ -78,12 +70,26 @@ data::SyntheticSpec synthetic_spec_of(const RunConfig& c, int vocab_size, int wo
   return s;
 }
 
-std::string tokenizer_path_of(const RunConfig& c) { return data::resolve_tokenizer_path(c.data.tokenizer, c.model.path); }
+std::string tokenizer_path_of(const RunConfig& c) {
+  // The family decides the bundled tokenizer only: data.tokenizer and model.path's own come first.
+  if (!c.data.tokenizer.empty() || !c.model.path.empty())
+    return data::resolve_tokenizer_path(c.data.tokenizer, c.model.path);
+  return data::resolve_tokenizer_path("", "", data::tokenizer_name_of_family(model_shape_of(c).family));
+}
+
+data::ChatOptions chat_options_of(const RunConfig& c) {
+  data::ChatOptions o;
+  o.tmpl = c.data.chat_template == "auto" ? data::chat_template_of_family(model_shape_of(c).family)
+                                          : data::parse_chat_template(c.data.chat_template);
+  o.enable_thinking = c.data.enable_thinking;
+  return o;
+}
 
 data::SftSpec sft_spec_of(const RunConfig& c, int world_size) {
   data::SftSpec s;
   s.path = c.data.path;
   s.format = data::parse_sft_format(c.data.format);
+  s.chat = chat_options_of(c);
   s.tokenizer_path = tokenizer_path_of(c);
   s.geo = batch_geometry_of(c, world_size);
   s.pack = c.data.pack;

@@ -69,7 +69,6 @@ case_ "duplicate key" "\`steps\` twice in \`[run]\`" "$lorabench" dup.ini
 case_ "missing input file" "\`lorabench missing.ini\`" "$lorabench" missing.ini
 case_ "contradictory settings" "\`run.warmup_steps\` >= \`run.steps\`" "$lorabench" "${tiny[@]}" --set run.warmup_steps=5
 case_ "sequence beyond the model" "\`data.seq_len\` above \`max_position_embeddings\` (the qwen2-tiny snapshot: 512)" "$lorabench" "${tiny[@]}" --set model.path="$src/tests/fixtures/qwen2-tiny" --set data.seq_len=513
-case_ "instruction data for Qwen3" "\`data.format=alpaca\` with the qwen3-tiny preset (Qwen3's chat template is not implemented yet)" "$lorabench" "${tiny[@]}" --set model.preset=qwen3-tiny --set data.format=alpaca --set data.path="$src/inputs/data/sft_toy.jsonl"
 case_ "LoRA rank beyond a layer" "\`lora.r=33\` with \`lora.targets=q,k\` on the tiny preset (k_proj 64 x 32)" "$lorabench" "${tiny[@]}" --set lora.r=33 --set lora.targets=q,k
 
 # --- model files
@@ -118,6 +117,10 @@ printf '{"instruction": "a", "output": "b"}\n{"instruction": "a", "output": \n' 
 case_ "malformed JSONL record" "record 2 cut short" "$lorabench" "${tiny[@]}" "${data[@]}" --set data.path=malformed.jsonl
 printf '{"instruction": "a", "output": "b", "n": 1e999}\n' >bignum.jsonl
 case_ "number beyond a double" "\`1e999\` in a record" "$lorabench" "${tiny[@]}" "${data[@]}" --set data.path=bignum.jsonl
+printf '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "4", "reasoning_content": "2+2"}]}\n' >reasoning.jsonl
+case_ "reasoning for the Qwen2.5 template" "an assistant's \`reasoning_content\` with the tiny (Qwen2.5) preset" "$lorabench" "${tiny[@]}" "${data[@]}" --set data.path=reasoning.jsonl
+printf '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x", "tool_calls": [{"name": "f"}]}]}\n' >toolcall.jsonl
+case_ "tool call without arguments" "\`tool_calls: [{\"name\": \"f\"}]\` with \`data.chat_template=qwen3\`" "$lorabench" "${tiny[@]}" "${data[@]}" --set data.path=toolcall.jsonl --set data.chat_template=qwen3
 printf '{"messages": [{"role": "user", "content": "hi"}]}\n' >noassistant.jsonl
 case_ "chat without an answer" "no assistant message" "$lorabench" "${tiny[@]}" "${data[@]}" --set data.path=noassistant.jsonl
 : >empty.jsonl

@@ -17,7 +17,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 fresh_dir "$work"
 
 cmake --install "$build" --prefix "$work/prefix" >install.log 2>&1 || { cat install.log >&2; fail "cmake --install"; }
-[[ -f prefix/share/lorabench/qwen2.5/tokenizer.json ]] || fail "the tokenizer was not installed"
+for t in qwen2.5 qwen3; do
+  [[ -f prefix/share/lorabench/$t/tokenizer.json ]] || fail "the $t tokenizer was not installed"
+done
 mkdir -p user/bin
 ln -s "$src/inputs" user/inputs
 # `lorabench` is the installed binary; training commands are shortened (see above; README_E2E_MODEL=default
@@ -80,6 +82,9 @@ run 0 version.txt lorabench --version
 expect_re version.txt '^lorabench [0-9]+\.[0-9]+\.[0-9]+ \(commit '
 run 0 tok.txt bash -c 'echo "Hello, world" | lorabench tokenize'
 expect_in tok.txt "[9707,11,1879]"
+# Qwen3's template with the installed Qwen3 tokenizer (<think> 151667, </think> 151668).
+run 0 tok3.txt bash -c 'echo "[{\"role\":\"user\",\"content\":\"Hi\"},{\"role\":\"assistant\",\"content\":\"Yo\"}]" | lorabench tokenize --chat --chat-template qwen3'
+expect_in tok3.txt "[151644,872,198,13048,151645,198,151644,77091,198,151667,271,151668,271,64725,151645,198]"
 run 0 report.txt lorabench-report "$work/user/outputs/ddp-n2/run.h5" -o r.md
 [[ -s r.md ]] || fail "lorabench-report wrote nothing"
 echo "README block: $i commands, the repeated ones numbered, installed binaries usable from $work/elsewhere"

@@ -1,4 +1,4 @@
-// Shared by the data-layer tests: the real Qwen2.5 tokenizer (loaded once per test binary) and temporary
+// Shared by the data-layer tests: the real Qwen2.5 and Qwen3 tokenizers (loaded once per test binary) and temporary
 // files. A missing tokenizer is a test FAILURE that says how to get it, never a skip.
 #pragma once
 
@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -16,23 +17,28 @@
 
 namespace lbtest {
 
-// The tokenizer at the build's default path (third_party/qwen2.5/tokenizer.json); nullptr when it cannot
-// be loaded, with the reason in *why.
-inline std::shared_ptr<const lorabench::data::Tokenizer> qwen_tokenizer(std::string* why) {
-  static std::shared_ptr<const lorabench::data::Tokenizer> tok;
-  static std::string error;
-  static bool tried = false;
-  if (!tried) {
-    tried = true;
+// The bundled tokenizer `name` at the build's default path (third_party/<name>/tokenizer.json: qwen2.5 or
+// qwen3), loaded once; nullptr when it cannot be loaded, with the reason in *why.
+inline std::shared_ptr<const lorabench::data::Tokenizer> qwen_tokenizer(std::string* why,
+                                                                        const std::string& name = "qwen2.5") {
+  struct Loaded {
+    std::shared_ptr<const lorabench::data::Tokenizer> tok;
+    std::string error;
+  };
+  static std::map<std::string, Loaded> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) {
+    Loaded l;
     try {
-      tok = std::make_shared<const lorabench::data::Tokenizer>(
-          lorabench::data::Tokenizer::from_file(lorabench::data::default_tokenizer_path()));
+      l.tok = std::make_shared<const lorabench::data::Tokenizer>(
+          lorabench::data::Tokenizer::from_file(lorabench::data::default_tokenizer_path(name)));
     } catch (const lorabench::Error& e) {
-      error = e.what();
+      l.error = e.what();
     }
+    it = cache.emplace(name, std::move(l)).first;
   }
-  *why = error;
-  return tok;
+  *why = it->second.error;
+  return it->second.tok;
 }
 
 // A temporary file holding `content`, removed at scope exit.
@@ -57,8 +63,10 @@ class TempFile {
 }  // namespace lbtest
 
 // Declares `tok` (std::shared_ptr<const Tokenizer>) or fails the test with the reason and the fix.
-#define LBTEST_QWEN_TOKENIZER(tok)                                                                       \
+#define LBTEST_BUNDLED_TOKENIZER(tok, name)                                                              \
   std::string tok##_why_;                                                                                \
-  auto tok = ::lbtest::qwen_tokenizer(&tok##_why_);                                                      \
-  ASSERT_TRUE(tok != nullptr) << "the Qwen2.5 tokenizer is required: " << tok##_why_                     \
-                              << "\nrun scripts/install-deps.sh (it fetches third_party/qwen2.5/tokenizer.json)"
+  auto tok = ::lbtest::qwen_tokenizer(&tok##_why_, name);                                                \
+  ASSERT_TRUE(tok != nullptr) << "the " name " tokenizer is required: " << tok##_why_                     \
+                              << "\nrun scripts/install-deps.sh (it fetches third_party/" name "/tokenizer.json)"
+#define LBTEST_QWEN_TOKENIZER(tok) LBTEST_BUNDLED_TOKENIZER(tok, "qwen2.5")
+#define LBTEST_QWEN3_TOKENIZER(tok) LBTEST_BUNDLED_TOKENIZER(tok, "qwen3")

@@ -78,12 +78,34 @@ TEST(RunSpecs, KeysTheModelBounds) {
   c.lora.enabled = false;
   c.data.seq_len = 64;
   EXPECT_EQ(error_of(c), "");  // no LoRA, no rank to bound
-  // A Qwen3 model trains on synthetic tokens; instruction data would get the Qwen2.5 chat template.
+  // A Qwen3 model takes instruction data (its own template and tokenizer: ChatTemplateAndTokenizerFollowTheFamily).
   c = parse_run_config("in.ini", "[model]\npreset = qwen3-tiny\n[data]\nformat = chat\npath = x.jsonl\n", {});
-  EXPECT_NE(error_of(c).find("in.ini:4: data.format: chat data is rendered with the Qwen2.5 chat template, and the "
-                             "preset qwen3-tiny is a Qwen3 model"),
-            std::string::npos)
-      << error_of(c);
+  EXPECT_EQ(error_of(c), "");
   c.data.format = "synthetic";
   EXPECT_EQ(error_of(c), "");
+}
+
+// data.chat_template = auto and the bundled tokenizer follow the model family; an explicit template, a
+// data.tokenizer and model.path's tokenizer are the user's.
+TEST(RunSpecs, ChatTemplateAndTokenizerFollowTheFamily) {
+  auto c = parse_run_config("in.ini", "[model]\npreset = qwen3-tiny\n[data]\nformat = chat\npath = x.jsonl\n", {});
+  data::SftSpec s = train::sft_spec_of(c, 1);
+  EXPECT_EQ(s.chat.tmpl, data::ChatTemplate::kQwen3);
+  EXPECT_TRUE(s.chat.enable_thinking);
+  EXPECT_EQ(s.tokenizer_path, data::resolve_tokenizer_path("", "", "qwen3"));
+  EXPECT_NE(s.tokenizer_path.find("/qwen3/tokenizer.json"), std::string::npos) << s.tokenizer_path;
+  c.data.enable_thinking = false;
+  EXPECT_FALSE(train::sft_spec_of(c, 1).chat.enable_thinking);
+  c.data.chat_template = "qwen2.5";
+  EXPECT_EQ(train::sft_spec_of(c, 1).chat.tmpl, data::ChatTemplate::kQwen25);
+  c.data.tokenizer = "my/tokenizer.json";
+  EXPECT_EQ(train::tokenizer_path_of(c), "my/tokenizer.json");
+
+  c = parse_run_config("in.ini", "[model]\npreset = tiny\n[data]\nformat = chat\npath = x.jsonl\n", {});
+  s = train::sft_spec_of(c, 1);
+  EXPECT_EQ(s.chat.tmpl, data::ChatTemplate::kQwen25);
+  EXPECT_NE(s.tokenizer_path.find("/qwen2.5/tokenizer.json"), std::string::npos) << s.tokenizer_path;
+  c.data.chat_template = "qwen3";
+  EXPECT_EQ(train::chat_options_of(c).tmpl, data::ChatTemplate::kQwen3);
+  EXPECT_THROW(parse_run_config("in.ini", "[data]\nchat_template = qwen4\n", {}), ConfigError);
 }

@@ -50,7 +50,9 @@ struct LoraSection {
 struct DataSection {
   std::string format;         // auto | alpaca | chat | synthetic
   std::string path;           // dataset file (JSONL or JSON array); unused for synthetic
-  std::string tokenizer;      // tokenizer.json; empty = the model snapshot's or the bundled Qwen2.5 one
+  std::string tokenizer;      // tokenizer.json; empty = the model snapshot's or the bundled one of its family
+  std::string chat_template;  // auto | qwen2.5 | qwen3 (auto: the model family's)
+  bool enable_thinking = true;  // qwen3: train the thinking mode (reasoning kept) or the non-thinking one
   int seq_len = 0;            // tokens per sample (truncation / padding / packing length)
   bool pack = false;          // pack several examples into one sequence
   bool shuffle = true;        // reshuffle the sample order every epoch

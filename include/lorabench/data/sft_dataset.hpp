@@ -6,7 +6,11 @@
 //            "system": str (optional)}  ->  user = instruction + ("\n\n" + input when input is not
 //            empty), assistant = output; the system message when "system" is given.
 //   chat    {"messages": [{"role": "system"|"user"|"assistant", "content": str}, ...]} with at least
-//            one assistant message (otherwise nothing would be trained).
+//            one assistant message (otherwise nothing would be trained). With the qwen3 chat template
+//            also role "tool", an assistant's "reasoning_content" (str or null) and "tool_calls"
+//            ([{"function": {"name": str, "arguments": str or JSON}}] or the same without "function"), and
+//            the record's "tools" (an array of tool definitions); the qwen2.5 template refuses them
+//            rather than drop them (chat_template.hpp).
 //   auto    per file, from the first record that is a JSON object: "messages" -> chat, "instruction"
 //            -> alpaca. Every record of the file must then be of that format.
 // Other fields of a record are ignored.
@@ -44,6 +48,7 @@ BadRecordPolicy parse_bad_record_policy(const std::string& name);
 
 struct SftRecord {
   std::vector<ChatMessage> messages;  // what the chat template renders (no default system added yet)
+  std::vector<std::string> tools;     // the record's tool definitions, as the template renders them
   std::string where;                  // "file:line" or "file[index]"
 };
 
@@ -55,6 +60,8 @@ struct SftRecords {
   std::vector<std::string> problems;    // "where: what" for each skipped record
 };
 
-SftRecords load_sft_records(const std::string& path, SftFormat format, BadRecordPolicy policy);
+// Reads and checks every record for the chat template `tmpl` (the roles and fields it renders).
+SftRecords load_sft_records(const std::string& path, SftFormat format, BadRecordPolicy policy,
+                            ChatTemplate tmpl = ChatTemplate::kQwen25);
 
 }  // namespace lorabench::data

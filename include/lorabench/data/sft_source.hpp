@@ -7,8 +7,9 @@
 //   pack = true   the examples, each truncated to seq_len, are concatenated in file order into one
 //                 token stream that is cut every seq_len tokens: every sample is full except the last,
 //                 which is padded. An example may straddle two samples (its tail starts the next one,
-//                 without its prompt). Each example starts with <|im_start|>system, which is never
-//                 trained, so no position is trained to predict the next example; attention is not
+//                 without its prompt). Each example starts with a role header (<|im_start|>system, or
+//                 <|im_start|>user under qwen3 without a system message), which is never trained, so no
+//                 position is trained to predict the next example; attention is not
 //                 masked between examples inside a sample (plain packing, no position-id reset).
 //                 N = ceil(total tokens / seq_len); shuffling permutes the packed samples.
 // Sample order: EpochSampler (sampler.hpp) over N with (seed, epoch); the rows of a micro-batch are
@@ -30,6 +31,7 @@ namespace lorabench::data {
 struct SftSpec {
   std::string path;                                  // the dataset file
   SftFormat format = SftFormat::kAuto;
+  ChatOptions chat;                                  // data.chat_template (resolved) and data.enable_thinking
   std::string tokenizer_path;                        // a tokenizer.json (see resolve_tokenizer_path)
   bool pack = false;
   bool shuffle = true;
@@ -47,17 +49,21 @@ std::unique_ptr<BatchSource> make_sft_source(const SftSpec& spec);
 // The same with an already loaded tokenizer (spec.tokenizer_path is then ignored).
 std::unique_ptr<BatchSource> make_sft_source(const SftSpec& spec, std::shared_ptr<const Tokenizer> tokenizer);
 
-// The tokenizer file a run uses, first match wins:
+// The tokenizer file a run uses, first match wins (`name` is the bundled tokenizer's directory,
+// tokenizer_name_of_family: qwen2.5 or qwen3):
 //   1. `data_tokenizer` (data.tokenizer) when set;
 //   2. <model_path>/tokenizer.json when `model_path` (model.path) is set;
-//   3. $LORABENCH_DATA_DIR/qwen2.5/tokenizer.json when that environment variable is set;
-//   4. an installed binary's own copy, <prefix>/share/lorabench/qwen2.5/tokenizer.json (cmake --install);
-//   5. the build's default, <source dir>/third_party/qwen2.5/tokenizer.json (scripts/install-deps.sh
+//   3. $LORABENCH_DATA_DIR/<name>/tokenizer.json when that environment variable is set;
+//   4. an installed binary's own copy, <prefix>/share/lorabench/<name>/tokenizer.json (cmake --install);
+//   5. the build's default, <source dir>/third_party/<name>/tokenizer.json (scripts/install-deps.sh
 //      fetches it there).
 // Only chooses the path: Tokenizer::from_file reports a missing file (IoError naming the path and saying
 // to run scripts/install-deps.sh).
-std::string resolve_tokenizer_path(const std::string& data_tokenizer, const std::string& model_path);
-// The compile-time default of step 4.
-const char* default_tokenizer_path();
+std::string resolve_tokenizer_path(const std::string& data_tokenizer, const std::string& model_path,
+                                   const std::string& name = "qwen2.5");
+// The compile-time default of step 5.
+std::string default_tokenizer_path(const std::string& name = "qwen2.5");
+// The bundled tokenizer of a model family (ModelShape::family): "qwen2" -> "qwen2.5", "qwen3" -> "qwen3".
+const char* tokenizer_name_of_family(const std::string& family);
 
 }  // namespace lorabench::data

@@ -38,8 +38,11 @@ data::SyntheticSpec synthetic_spec_of(const RunConfig& c, int vocab_size, int wo
 // A dataset file (data.format = auto, alpaca or chat): data.*, run.seed, the geometry, the tokenizer of
 // tokenizer_path_of. REQUIRES: data.format is not synthetic.
 data::SftSpec sft_spec_of(const RunConfig& c, int world_size);
-// data.tokenizer, else <model.path>/tokenizer.json, else the installed default (data::resolve_tokenizer_path).
+// data.tokenizer, else <model.path>/tokenizer.json, else the bundled tokenizer of the model's family
+// (data::resolve_tokenizer_path).
 std::string tokenizer_path_of(const RunConfig& c);
+// data.chat_template (auto: the model family's) and data.enable_thinking.
+data::ChatOptions chat_options_of(const RunConfig& c);
 
 strategy::StrategySpec strategy_spec_of(const RunConfig& c);
 optim::ScheduleSpec schedule_of(const RunConfig& c);  // train.schedule, lr, min_lr, warmup_steps; run.steps
