@@ -68,9 +68,9 @@ ctest --output-on-failure "${jobs[@]}" -L unit "$@" || rc=1
 # - e2e_readme_using_it: README's commands with an installed lorabench, the default 0.5B model once; the code
 #   it runs is what the other e2e tests run at the tiny shapes (training under every strategy, numbered run
 #   names, lorabench comm, the report), and instrumented the 0.5B run alone takes minutes.
-# - e2e_bench_* and e2e_gpu_check_*: their subject is the Python benchmark and the GPU check's shell flow; what
-#   they run of lorabench is one tiny training run, which e2e_train_single runs instrumented, while the peers'
-#   Python steps take most of their time whatever the build.
+# - e2e_bench_*, e2e_peft_load and e2e_gpu_check_*: their subject is the Python benchmark, the exported
+#   adapter in PEFT and the GPU check's shell flow; what they run of lorabench is tiny training runs, which
+#   e2e_train_* run instrumented, while the peers' Python steps take most of their time whatever the build.
 # test_strategies runs 3 steps instead of 10 (LB_STEPS): every strategy's code runs from the first step on
 # (the cosine warm-up's two steps and one after), and its 10-step numerics are the default build's test;
 # instrumented, the 10 steps took 159 s at 4 ranks and 81 s at 2. At 4 ranks it runs without gradient
@@ -79,6 +79,6 @@ ctest --output-on-failure "${jobs[@]}" -L unit "$@" || rc=1
 export LB_STEPS=3
 export ASAN_OPTIONS="$ASAN_OPTIONS:detect_leaks=0"
 ctest --output-on-failure "${jobs[@]}" --timeout 900 -L "mpi|e2e" \
-  -E "^(e2e_bottleneck_.*|e2e_readme_using_it|e2e_bench_.*|e2e_gpu_check_.*|test_strategies_np4)$" "$@" || rc=1
+  -E "^(e2e_bottleneck_.*|e2e_readme_using_it|e2e_bench_.*|e2e_peft_load|e2e_gpu_check_.*|test_strategies_np4)$" "$@" || rc=1
 GTEST_FILTER='-*_accum4_*' ctest --output-on-failure --timeout 900 -L "mpi" -R "^test_strategies_np4$" "$@" || rc=1
 exit $rc

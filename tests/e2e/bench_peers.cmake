@@ -23,3 +23,11 @@ if(EXISTS "${LORABENCH_TORCH}/bin/python" AND TARGET lorabench-profile-ops)
                    $<TARGET_FILE:lorabench-profile-ops> ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/e2e_bench_peers)
   set_tests_properties(e2e_bench_profiles PROPERTIES LABELS e2e TIMEOUT 600)
 endif()
+# The exported adapter in PEFT (tests/e2e/peft_load_e2e.sh): the same pinned peers, the tiny Qwen2 and
+# Qwen3 snapshots of tests/fixtures.
+if(EXISTS "${LORABENCH_TORCH}/bin/python")
+  add_test(NAME e2e_peft_load
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/peft_load_e2e.sh "${LORABENCH_TORCH}/bin/python" $<TARGET_FILE:lorabench>
+                   ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/e2e_peft_load)
+  set_tests_properties(e2e_peft_load PROPERTIES LABELS e2e TIMEOUT 600)
+endif()
