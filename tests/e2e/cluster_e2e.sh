@@ -4,8 +4,9 @@
 # Cases:
 #   emulated_nodes  4 ranks as 2 emulated nodes (DDP, tiny): /ranks has node 0,0,1,1 and local_rank
 #                   0,1,0,1, provenance node_count 2 and nodes_emulated true, one startup line per rank
-#   inputs          inputs/{single,ddp,fsdp,zero}.ini are valid at the rank counts the slurm/ scripts use
-#                   and say what docs/slurm.md promises (qwen2.5-0.5b, bf16, seq 256, LoRA r16/a32 x 7, ...)
+#   inputs          inputs/{single,ddp,fsdp,zero,qwen3}.ini are valid at the rank counts the slurm/ scripts use
+#                   and say what docs/slurm.md promises (qwen2.5-0.5b, bf16, seq 256, LoRA r16/a32 x 7, ...);
+#                   inputs/qwen3_sft.ini also trains 2 steps on qwen3-tiny (Qwen3's chat template)
 set -euo pipefail
 case_name=$1 lorabench=$2 work=$3
 shift 3
@@ -47,7 +48,22 @@ case "$case_name" in
         grep -qE "^${kv% *} +${kv#* } " "$name.txt" || { cat "$name.txt" >&2; fail "inputs/$name.ini: ${kv% *} is not ${kv#* }"; }
       done
     done
-    echo "ok: inputs/single.ini, ddp.ini, fsdp.ini, zero.ini, qwen3.ini"
+    # inputs/qwen3_sft.ini (slurm/qwen3_sft_2gpu.sbatch's): Qwen3-0.6B on the bundled examples with Qwen3's
+    # template in its non-thinking mode; valid at 2 ranks, and its data path trains for 2 steps on qwen3-tiny.
+    "${mpiexec[@]}" -n 2 "$lorabench" "$src/inputs/qwen3_sft.ini" --print-config >qwen3_sft.txt 2>&1 ||
+      { cat qwen3_sft.txt >&2; fail "inputs/qwen3_sft.ini is not valid at 2 ranks"; }
+    for kv in "parallel.strategy fsdp" "model.preset qwen3-0.6b" "model.dtype bf16" "data.format auto" \
+              "data.path inputs/data/sft_toy.jsonl" "data.chat_template auto" "data.enable_thinking false" \
+              "data.pack true" "data.seq_len 512" "lora.r 16"; do
+      grep -qE "^${kv% *} +${kv#* } " qwen3_sft.txt || { cat qwen3_sft.txt >&2; fail "inputs/qwen3_sft.ini: ${kv% *} is not ${kv#* }"; }
+    done
+    ln -s "$src/inputs" inputs
+    "${mpiexec[@]}" -n 2 "$lorabench" inputs/qwen3_sft.ini --set model.preset=qwen3-tiny --set model.dtype=fp32 \
+      --set run.steps=2 --set run.warmup_steps=0 --set run.name=qwen3_sft --set run.quiet=false >qwen3_sft.log 2>&1 ||
+      { cat qwen3_sft.log >&2; fail "inputs/qwen3_sft.ini did not train on qwen3-tiny"; }
+    expect_in qwen3_sft.log "chat template qwen3 (thinking off)"
+    expect_in qwen3_sft.log "qwen3/tokenizer.json"
+    echo "ok: inputs/single.ini, ddp.ini, fsdp.ini, zero.ini, qwen3.ini, qwen3_sft.ini"
     ;;
   *) fail "unknown case $case_name" ;;
 esac
