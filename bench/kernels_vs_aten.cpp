@@ -128,6 +128,70 @@ void run(at::ScalarType dt, const char* name) {
     row("RoPE on q and k", name, "rotate-half composed (fp32)", best_ms(ours), best_ms(aten), max_rel(ours(), aten()),
         tol);
   }
+  // Qwen3's per-head q/k RMSNorm and the rotation, on Qwen3-0.6B's heads (16 query and 8 key/value heads of
+  // 128), in place: the one-pass kernel against at::rms_norm over the heads and the rotate-half rotation.
+  {
+    const int64_t H = 16, K = 8, d = 128, half = d / 2;
+    at::Tensor qkv = at::randn({N, (H + 2 * K) * d}, o);
+    at::Tensor wq = at::rand({d}, o).add_(0.5), wk = at::rand({d}, o).add_(0.5);
+    at::Tensor cos = at::rand({N, half}), sin = at::rand({N, half});
+    auto aten = [&] {
+      at::Tensor out = qkv.clone();
+      at::Tensor heads = out.view({N, H + 2 * K, d});
+      at::Tensor q = at::rms_norm(heads.narrow(1, 0, H), {d}, wq, 1e-6);
+      at::Tensor kk = at::rms_norm(heads.narrow(1, H, K), {d}, wk, 1e-6);
+      at::Tensor x = at::cat({q, kk}, 1).to(at::kFloat);
+      at::Tensor x1 = x.narrow(2, 0, half), x2 = x.narrow(2, half, half);
+      at::Tensor c = cos.unsqueeze(1), sn = sin.unsqueeze(1);
+      heads.narrow(1, 0, H + K).copy_(at::cat({x1 * c - x2 * sn, x2 * c + x1 * sn}, 2));
+      return out;
+    };
+    at::Tensor q_pre, k_pre, rq, rk;
+    auto ours = [&] {
+      at::Tensor out = qkv.clone();
+      k::qk_norm_rope(true, out, wq, wk, 1e-6, cos, sin, 1, N, H, K, d, &q_pre, &k_pre, &rq, &rk);
+      return out;
+    };
+    row("Qwen3 q/k norms + RoPE", name, "at::rms_norm + rotate-half (fp32)", best_ms(ours), best_ms(aten),
+        max_rel(ours(), aten()), tol);
+    // The same in the unfused model's steps: the fused norm and rotation kernels one after the other, with
+    // the copies out of and back into the strided q|k|v rows (what the layer ran before the one-pass kernel).
+    auto two_kernels = [&] {
+      at::Tensor out = qkv.clone();
+      for (int part = 0; part < 2; ++part) {
+        const int64_t heads = part == 0 ? H : K;
+        at::Tensor cols = out.narrow(1, part == 0 ? 0 : H * d, heads * d);
+        at::Tensor in = cols.reshape({N * heads, d}).contiguous();
+        cols.copy_(k::rmsnorm_forward(true, in, part == 0 ? wq : wk, 1e-6, part == 0 ? &rq : &rk).view({N, heads * d}));
+      }
+      k::rope_qkv(true, out, cos, sin, 1, N, H, K, d, /*inverse=*/false);
+      return out;
+    };
+    row("Qwen3 q/k norms + RoPE", name, "lorabench's norm and RoPE kernels, two passes", best_ms(ours),
+        best_ms(two_kernels), max_rel(ours(), two_kernels()), 0.0);
+    // The backward (LoRA: no weight gradients), against the two kernels' backward the same way.
+    at::Tensor dout = at::randn({N, (H + 2 * K) * d}, o);
+    ours();  // q_pre, k_pre, rq, rk of this input
+    auto ours_bwd = [&] {
+      at::Tensor g = dout.clone();
+      k::qk_norm_rope_backward(true, g, wq, wk, cos, sin, 1, N, H, K, d, q_pre, k_pre, rq, rk, at::Tensor(), at::Tensor());
+      return g;
+    };
+    auto two_bwd = [&] {
+      at::Tensor g = dout.clone();
+      k::rope_qkv(true, g, cos, sin, 1, N, H, K, d, /*inverse=*/true);
+      for (int part = 0; part < 2; ++part) {
+        const int64_t heads = part == 0 ? H : K;
+        at::Tensor cols = g.narrow(1, part == 0 ? 0 : H * d, heads * d);
+        cols.copy_(k::rmsnorm_backward(true, cols.reshape({N * heads, d}).contiguous(), part == 0 ? q_pre : k_pre,
+                                       part == 0 ? wq : wk, part == 0 ? rq : rk, at::Tensor(), at::Tensor())
+                       .view({N, heads * d}));
+      }
+      return g;
+    };
+    row("Qwen3 q/k norms + RoPE backward", name, "lorabench's RoPE and norm kernels, two passes", best_ms(ours_bwd),
+        best_ms(two_bwd), max_rel(ours_bwd(), two_bwd()), 0.0);
+  }
   // One 16384-wide vocabulary chunk of the LM head's online softmax (the default model.head_chunk).
   {
     const int64_t C = 16384;

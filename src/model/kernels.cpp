@@ -394,6 +394,60 @@ LB_DEFINE_ROW(rope_token_bf16, rope_token,
               (uint16_t* row, const float* c, const float* sn, int64_t heads, int64_t d, float dir),
               (row, c, sn, heads, d, dir))
 
+// Qwen3's q/k norms and the rotation, one token (row of qkv): each of the H query and K key heads is copied
+// to its slot of q_pre / k_pre (the norm's input, kept for the backward), normalised from there into its
+// place in the row (rms_row: the norm's rounding points) and rotated in place (rope_vec), so the values are
+// those of the norm followed by the rotation.
+template <class T>
+LB_INLINE void qk_norm_rope_token(T* row, T* q_pre, T* k_pre, const T* wq, const T* wk, float eps, const float* c,
+                                  const float* sn, int64_t H, int64_t K, int64_t d, float* rq, float* rk) {
+  for (int64_t h = 0; h < H + K; ++h) {
+    const bool q = h < H;
+    T* x = row + h * d;
+    T* pre = q ? q_pre + h * d : k_pre + (h - H) * d;
+    for (int64_t i = 0; i < d; ++i) pre[i] = x[i];
+    const float r = rms_row(pre, q ? wq : wk, x, d, eps);
+    if (q) rq[h] = r;
+    else rk[h - H] = r;
+    rope_vec(x, c, sn, d / 2, 1.0f);
+  }
+}
+LB_DEFINE_ROW(qk_norm_rope_token_f32, qk_norm_rope_token,
+              (float* row, float* q_pre, float* k_pre, const float* wq, const float* wk, float eps, const float* c,
+               const float* sn, int64_t H, int64_t K, int64_t d, float* rq, float* rk),
+              (row, q_pre, k_pre, wq, wk, eps, c, sn, H, K, d, rq, rk))
+LB_DEFINE_ROW(qk_norm_rope_token_bf16, qk_norm_rope_token,
+              (uint16_t* row, uint16_t* q_pre, uint16_t* k_pre, const uint16_t* wq, const uint16_t* wk, float eps,
+               const float* c, const float* sn, int64_t H, int64_t K, int64_t d, float* rq, float* rk),
+              (row, q_pre, k_pre, wq, wk, eps, c, sn, H, K, d, rq, rk))
+
+// Its backward for one token: each head's gradient rotated back in place, copied to `scratch` (d values: the
+// norm's backward reads its input again after writing its output) and taken through the norm into its
+// place; the weight gradients accumulate into dwq / dwk when not null.
+template <class T>
+LB_INLINE void qk_norm_rope_back_token(T* drow, const T* q_pre, const T* k_pre, const T* wq, const T* wk, const float* c,
+                                       const float* sn, int64_t H, int64_t K, int64_t d, const float* rq, const float* rk,
+                                       float* dwq, float* dwk, T* scratch) {
+  for (int64_t h = 0; h < H + K; ++h) {
+    const bool q = h < H;
+    T* dx = drow + h * d;
+    rope_vec(dx, c, sn, d / 2, -1.0f);
+    for (int64_t i = 0; i < d; ++i) scratch[i] = dx[i];
+    rms_back_row(scratch, q ? q_pre + h * d : k_pre + (h - H) * d, q ? wq : wk, q ? rq[h] : rk[h - H], dx,
+                 static_cast<const T*>(nullptr), q ? dwq : dwk, d);
+  }
+}
+LB_DEFINE_ROW(qk_norm_rope_back_token_f32, qk_norm_rope_back_token,
+              (float* drow, const float* q_pre, const float* k_pre, const float* wq, const float* wk, const float* c,
+               const float* sn, int64_t H, int64_t K, int64_t d, const float* rq, const float* rk, float* dwq, float* dwk,
+               float* scratch),
+              (drow, q_pre, k_pre, wq, wk, c, sn, H, K, d, rq, rk, dwq, dwk, scratch))
+LB_DEFINE_ROW(qk_norm_rope_back_token_bf16, qk_norm_rope_back_token,
+              (uint16_t* drow, const uint16_t* q_pre, const uint16_t* k_pre, const uint16_t* wq, const uint16_t* wk,
+               const float* c, const float* sn, int64_t H, int64_t K, int64_t d, const float* rq, const float* rk,
+               float* dwq, float* dwk, uint16_t* scratch),
+              (drow, q_pre, k_pre, wq, wk, c, sn, H, K, d, rq, rk, dwq, dwk, scratch))
+
 void check(const at::Tensor& t, at::ScalarType dt, const char* what) {
   LB_CHECK(t.is_contiguous() && t.scalar_type() == dt && t.device().is_cpu(),
            std::string(what) + ": expected a contiguous CPU tensor of the model dtype");
@@ -623,6 +677,127 @@ void rope_qkv(bool fused, at::Tensor& qkv, const at::Tensor& cos, const at::Tens
       else rope_token_f32(ptr<float>(qkv) + r * width, c + t * half, sn + t * half, H + K, d, dir);
     }
   });
+}
+
+namespace {
+
+// The q/k norms and the rotation composed of the other entries: each head's norm on a contiguous copy of the
+// heads, written back, then rope_qkv (the device-generic path; on CUDA tensors their CUDA kernels).
+void qk_norm_rope_composed(bool fused, at::Tensor& qkv, const at::Tensor& wq, const at::Tensor& wk, double eps,
+                           const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H, int64_t K,
+                           int64_t d, at::Tensor* q_pre, at::Tensor* k_pre, at::Tensor* rstd_q, at::Tensor* rstd_k) {
+  const int64_t N = B * T;
+  for (int part = 0; part < 2; ++part) {
+    const int64_t heads = part == 0 ? H : K;
+    at::Tensor cols = qkv.narrow(1, part == 0 ? 0 : H * d, heads * d);
+    at::Tensor in = cols.reshape({N * heads, d}).contiguous();
+    cols.copy_(rmsnorm_forward(fused, in, part == 0 ? wq : wk, eps, part == 0 ? rstd_q : rstd_k).view({N, heads * d}));
+    *(part == 0 ? q_pre : k_pre) = in;
+  }
+  rope_qkv(fused, qkv, cos, sin, B, T, H, K, d, /*inverse=*/false);
+}
+
+void qk_norm_rope_backward_composed(bool fused, at::Tensor& dqkv, const at::Tensor& wq, const at::Tensor& wk,
+                                    const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H,
+                                    int64_t K, int64_t d, const at::Tensor& q_pre, const at::Tensor& k_pre,
+                                    const at::Tensor& rstd_q, const at::Tensor& rstd_k, const at::Tensor& dwq,
+                                    const at::Tensor& dwk) {
+  rope_qkv(fused, dqkv, cos, sin, B, T, H, K, d, /*inverse=*/true);
+  const int64_t N = B * T;
+  for (int part = 0; part < 2; ++part) {
+    const int64_t heads = part == 0 ? H : K;
+    at::Tensor cols = dqkv.narrow(1, part == 0 ? 0 : H * d, heads * d);
+    const at::Tensor dy = cols.reshape({N * heads, d}).contiguous();
+    cols.copy_(rmsnorm_backward(fused, dy, part == 0 ? q_pre : k_pre, part == 0 ? wq : wk, part == 0 ? rstd_q : rstd_k,
+                                part == 0 ? dwq : dwk, at::Tensor())
+                   .view({N, heads * d}));
+  }
+}
+
+}  // namespace
+
+void qk_norm_rope(bool fused, at::Tensor& qkv, const at::Tensor& wq, const at::Tensor& wk, double eps,
+                  const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d,
+                  at::Tensor* q_pre, at::Tensor* k_pre, at::Tensor* rstd_q, at::Tensor* rstd_k) {
+  ProfileScope scope("lb::norm");  // the rotation included, on every path
+  if (!fused_for(fused, qkv))
+    return qk_norm_rope_composed(fused, qkv, wq, wk, eps, cos, sin, B, T, H, K, d, q_pre, k_pre, rstd_q, rstd_k);
+  const auto dt = qkv.scalar_type();
+  check(qkv, dt, "qkv");
+  const at::Tensor wqc = wq.contiguous(), wkc = wk.contiguous();
+  check(wqc, dt, "q_norm weight");
+  check(wkc, dt, "k_norm weight");
+  const int64_t N = B * T, width = (H + 2 * K) * d, half = d / 2;
+  LB_CHECK(qkv.numel() == N * width && d % 2 == 0, "qk_norm_rope: qkv is not (B*T, (H + 2K) d)");
+  *q_pre = at::empty({N * H, d}, qkv.options());
+  *k_pre = at::empty({N * K, d}, qkv.options());
+  *rstd_q = at::empty({N * H, 1}, qkv.options().dtype(at::kFloat));
+  *rstd_k = at::empty({N * K, 1}, qkv.options().dtype(at::kFloat));
+  const float *c = cos.data_ptr<float>(), *sn = sin.data_ptr<float>();
+  float *rq = ptr<float>(*rstd_q), *rk = ptr<float>(*rstd_k);
+  at::parallel_for(0, N, grain(width), [&](int64_t b0, int64_t e0) {
+    for (int64_t r = b0; r < e0; ++r) {
+      const int64_t t = r % T;
+      if (dt == at::kBFloat16) {
+        qk_norm_rope_token_bf16(ptr<uint16_t>(qkv) + r * width, ptr<uint16_t>(*q_pre) + r * H * d,
+                                ptr<uint16_t>(*k_pre) + r * K * d, ptr<uint16_t>(wqc), ptr<uint16_t>(wkc), float(eps),
+                                c + t * half, sn + t * half, H, K, d, rq + r * H, rk + r * K);
+      } else {
+        qk_norm_rope_token_f32(ptr<float>(qkv) + r * width, ptr<float>(*q_pre) + r * H * d, ptr<float>(*k_pre) + r * K * d,
+                               ptr<float>(wqc), ptr<float>(wkc), float(eps), c + t * half, sn + t * half, H, K, d,
+                               rq + r * H, rk + r * K);
+      }
+    }
+  });
+}
+
+void qk_norm_rope_backward(bool fused, at::Tensor& dqkv, const at::Tensor& wq, const at::Tensor& wk,
+                           const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H, int64_t K,
+                           int64_t d, const at::Tensor& q_pre, const at::Tensor& k_pre, const at::Tensor& rstd_q,
+                           const at::Tensor& rstd_k, const at::Tensor& dwq, const at::Tensor& dwk) {
+  ProfileScope scope("lb::norm");
+  if (!fused_for(fused, dqkv))
+    return qk_norm_rope_backward_composed(fused, dqkv, wq, wk, cos, sin, B, T, H, K, d, q_pre, k_pre, rstd_q, rstd_k,
+                                          dwq, dwk);
+  const auto dt = dqkv.scalar_type();
+  check(dqkv, dt, "dqkv");
+  check(q_pre, dt, "q_pre");
+  check(k_pre, dt, "k_pre");
+  const at::Tensor wqc = wq.contiguous(), wkc = wk.contiguous();
+  const int64_t N = B * T, width = (H + 2 * K) * d, half = d / 2;
+  LB_CHECK(dqkv.numel() == N * width && d % 2 == 0, "qk_norm_rope_backward: dqkv is not (B*T, (H + 2K) d)");
+  const float *c = cos.data_ptr<float>(), *sn = sin.data_ptr<float>();
+  const float *rq = ptr<float>(rstd_q), *rk = ptr<float>(rstd_k);
+  // The weight gradients sum over rows: fixed blocks of rows, each with its own partial sums, added up
+  // afterwards (as rmsnorm_backward does), so the result does not depend on the thread count.
+  const int64_t g = grain(width), blocks = (N + g - 1) / g;
+  const bool dw = dwq.defined() || dwk.defined();
+  at::Tensor partial = dw ? at::zeros({blocks, 2, d}, at::kFloat) : at::Tensor();
+  at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    at::Tensor scratch = at::empty({d}, dqkv.options());
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      float* pq = dw ? ptr<float>(partial) + blk * 2 * d : nullptr;
+      float* pk = dw ? pq + d : nullptr;
+      for (int64_t r = blk * g; r < std::min(N, (blk + 1) * g); ++r) {
+        const int64_t t = r % T;
+        if (dt == at::kBFloat16) {
+          qk_norm_rope_back_token_bf16(ptr<uint16_t>(dqkv) + r * width, ptr<uint16_t>(q_pre) + r * H * d,
+                                       ptr<uint16_t>(k_pre) + r * K * d, ptr<uint16_t>(wqc), ptr<uint16_t>(wkc),
+                                       c + t * half, sn + t * half, H, K, d, rq + r * H, rk + r * K, pq, pk,
+                                       ptr<uint16_t>(scratch));
+        } else {
+          qk_norm_rope_back_token_f32(ptr<float>(dqkv) + r * width, ptr<float>(q_pre) + r * H * d,
+                                      ptr<float>(k_pre) + r * K * d, ptr<float>(wqc), ptr<float>(wkc), c + t * half,
+                                      sn + t * half, H, K, d, rq + r * H, rk + r * K, pq, pk, ptr<float>(scratch));
+        }
+      }
+    }
+  });
+  if (dw) {
+    const at::Tensor sums = partial.sum(0);
+    if (dwq.defined()) dwq.add_(sums[0]);
+    if (dwk.defined()) dwk.add_(sums[1]);
+  }
 }
 
 float attention_probs_row(float* s, int64_t n, int64_t n_pad, float scale, uint16_t* pb) {

@@ -45,6 +45,25 @@ void online_softmax_chunk(bool fused, const at::Tensor& z, at::Tensor& m, at::Te
 void rope_qkv(bool fused, at::Tensor& qkv, const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H,
               int64_t K, int64_t d, bool inverse);
 
+// Qwen3's per-head RMSNorm of the query and key heads followed by the rotary embedding, in place on the
+// fused q|k|v projection output (N = B*T rows of H query, K key and K value heads of d values; the value
+// heads are left alone): each query head x becomes rope(rmsnorm(x) with wq), each key head the same with wk.
+// The norms' inputs and statistics are returned for the backward: q_pre (N*H, d) and k_pre (N*K, d) in the
+// model dtype, rstd_q (N*H, 1) and rstd_k (N*K, 1) in fp32. The same values as rmsnorm_forward over each
+// head's copy followed by rope_qkv, which is what the device-generic path runs (and CUDA tensors, with
+// those two CUDA kernels); the fused CPU kernel does it in one pass over the heads, where that composition
+// makes four (the copy out of the strided rows, the norm, the copy back, the rotation).
+void qk_norm_rope(bool fused, at::Tensor& qkv, const at::Tensor& wq, const at::Tensor& wk, double eps,
+                  const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H, int64_t K, int64_t d,
+                  at::Tensor* q_pre, at::Tensor* k_pre, at::Tensor* rstd_q, at::Tensor* rstd_k);
+
+// Its backward, in place on d(q|k|v): the query and key heads rotated back, then through their norms; the
+// norms' weight gradients added to dwq and dwk (fp32, (d)) when they are defined (full fine-tuning).
+void qk_norm_rope_backward(bool fused, at::Tensor& dqkv, const at::Tensor& wq, const at::Tensor& wk,
+                           const at::Tensor& cos, const at::Tensor& sin, int64_t B, int64_t T, int64_t H, int64_t K,
+                           int64_t d, const at::Tensor& q_pre, const at::Tensor& k_pre, const at::Tensor& rstd_q,
+                           const at::Tensor& rstd_k, const at::Tensor& dwq, const at::Tensor& dwk);
+
 // Rows of the blocked CPU attention (attention_cpu.cpp), on raw buffers; bf16 is its 16 bits.
 // attention_probs_row: s[0, n) one query row's raw scores against the keys it sees; overwrites s with
 // exp(scale * s - max), writes softmax(scale * s) rounded to bf16 to pb[0, n) and zeros to pb[n, n_pad);

@@ -180,45 +180,6 @@ void lora_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGr
   lora_backward_a(ctx, g, grp, packed_a, packed_ga, lora_backward_b(ctx, w, g, grp, packed_a, dout, cache, dx), x);
 }
 
-// The query (part 0) or key (part 1) heads of the fused q|k|v rows: columns and head count.
-std::pair<int64_t, int64_t> qk_part(const ModelShape& s, int part) {
-  return part == 0 ? std::make_pair(int64_t(0), s.heads) : std::make_pair(s.q_dim(), s.kv_heads);
-}
-
-// Qwen3: RMSNorm over each query and key head (head_dim values, weights q_norm and k_norm shared by the
-// heads), in place on the projection output, before the rotary embedding. The heads are copied out of the
-// strided q|k|v rows; those copies (the norms' inputs) and the statistics are kept for the backward.
-void qk_norm_forward(const KernelOptions& k, const LayerWeights& w, const ModelShape& s, at::Tensor& qkv,
-                     LayerCache& c) {
-  ProfileScope scope("lb::norm");
-  const int64_t N = qkv.size(0), d = s.head_dim;
-  for (int part = 0; part < 2; ++part) {
-    const auto [off, heads] = qk_part(s, part);
-    at::Tensor cols = qkv.narrow(1, off, heads * d);
-    at::Tensor in = cols.reshape({N * heads, d}).contiguous();
-    at::Tensor& rstd = part == 0 ? c.rstd_q : c.rstd_k;
-    cols.copy_(kernels::rmsnorm_forward(k.fused, in, part == 0 ? w.q_norm : w.k_norm, s.rms_eps, &rstd).view({N, heads * d}));
-    (part == 0 ? c.q_pre : c.k_pre) = in;
-  }
-}
-
-// Its backward, in place on d(q|k|v) after the rotary embedding's: each head's gradient through its norm,
-// the norms' weight gradients (full fine-tuning) accumulated.
-void qk_norm_backward(const KernelOptions& k, const LayerWeights& w, const LayerGrads& g, const ModelShape& s,
-                      at::Tensor& dqkv, const LayerCache& c) {
-  ProfileScope scope("lb::norm");
-  const int64_t N = dqkv.size(0), d = s.head_dim;
-  for (int part = 0; part < 2; ++part) {
-    const auto [off, heads] = qk_part(s, part);
-    at::Tensor cols = dqkv.narrow(1, off, heads * d);
-    const at::Tensor dy = cols.reshape({N * heads, d}).contiguous();
-    const at::Tensor dx = kernels::rmsnorm_backward(k.fused, dy, part == 0 ? c.q_pre : c.k_pre,
-                                                    part == 0 ? w.q_norm : w.k_norm, part == 0 ? c.rstd_q : c.rstd_k,
-                                                    part == 0 ? g.q_norm : g.k_norm, at::Tensor());
-    cols.copy_(dx.view({N, heads * d}));
-  }
-}
-
 void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tensor& x, LayerCache& c,
                   at::Tensor* y_out) {
   const ModelShape& s = ctx.model->shape;
@@ -233,12 +194,15 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
   lora_forward(ctx, w, kQkv, w.a_qkv, h1, qkv, &c);
   h1 = at::Tensor();
   proj.end();
-  if (s.qk_norm) qk_norm_forward(k, w, s, qkv, c);
-  ProfileScope attn("lb::attention");
-
   // Rotary embedding in place: q, k and v stay token-major in the projection output, which the attention
-  // reads through strided views.
-  kernels::rope_qkv(k.fused, qkv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d, /*inverse=*/false);
+  // reads through strided views. Qwen3 first normalises each query and key head (q_norm, k_norm): one pass
+  // that keeps the norms' inputs and statistics for the backward.
+  if (s.qk_norm) {
+    kernels::qk_norm_rope(k.fused, qkv, w.q_norm, w.k_norm, s.rms_eps, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d,
+                          &c.q_pre, &c.k_pre, &c.rstd_q, &c.rstd_k);
+  }
+  ProfileScope attn("lb::attention");
+  if (!s.qk_norm) kernels::rope_qkv(k.fused, qkv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d, /*inverse=*/false);
   c.attn = attention_forward(k, qkv, B, T, H, K, d, &c.lse);  // (N, H*d)
   c.qkv = qkv;
   qkv = at::Tensor();
@@ -452,9 +416,12 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   proj3.end();
   ProfileScope attn("lb::attention");
   at::Tensor dqkv = attention_backward(k, dattn, c.qkv, c.attn, c.lse, B, T, H, K, d);  // (N, (H+2K)d)
-  kernels::rope_qkv(k.fused, dqkv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d, /*inverse=*/true);
+  if (!s.qk_norm) kernels::rope_qkv(k.fused, dqkv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d, /*inverse=*/true);
   attn.end();
-  if (s.qk_norm) qk_norm_backward(k, w, g, s, dqkv, c);
+  if (s.qk_norm) {
+    kernels::qk_norm_rope_backward(k.fused, dqkv, w.q_norm, w.k_norm, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d,
+                                   c.q_pre, c.k_pre, c.rstd_q, c.rstd_k, g.q_norm, g.k_norm);
+  }
   ProfileScope proj4("lb::projections");
   at::Tensor dh1 = gemm(dqkv, w.w_qkv);  // (N, D)
   at::Tensor h1 = kernels::rmsnorm_forward(k.fused, c.x, w.ln1, s.rms_eps, nullptr);

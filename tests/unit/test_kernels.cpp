@@ -122,6 +122,75 @@ TEST(Kernels, RmsnormMatchesTheReference) {
   }
 }
 
+// Qwen3's q/k norms + rotation in one pass: bit for bit what the fused norm and rotation kernels give one
+// after the other (the same rounding points), and the device-generic composition's values to rounding;
+// forward and backward, fp32 and bf16, head sizes on and off the norm's 16-wide blocks.
+TEST(Kernels, QkNormRopeIsTheNormThenTheRotation) {
+  at::manual_seed(21);
+  for (auto dt : {at::kFloat, at::kBFloat16})
+    for (int64_t d : {18, 32, 64}) {
+      const int64_t B = 2, T = 5, H = 4, K = 2, N = B * T, half = d / 2;
+      SCOPED_TRACE(std::string(c10::toString(dt)) + " d=" + std::to_string(d));
+      const at::Tensor qkv = (at::randn({N, (H + 2 * K) * d}) * 2).to(dt);
+      const at::Tensor wq = (at::rand({d}) + 0.5).to(dt), wk = (at::rand({d}) + 0.5).to(dt);
+      const at::Tensor ang = at::arange(T, at::kFloat).unsqueeze(1) * at::rand({1, half});
+      const at::Tensor cos = ang.cos(), sin = ang.sin();
+      const at::Tensor dout = at::randn({N, (H + 2 * K) * d}).to(dt);
+
+      struct Out {
+        at::Tensor qkv, q_pre, k_pre, rq, rk, dqkv, dwq, dwk;
+      };
+      // mode 0: the one-pass kernel; 1: the fused kernels one after the other; 2: the device-generic path.
+      auto pass = [&](int mode) {
+        Out o;
+        o.qkv = qkv.clone();
+        o.dqkv = dout.clone();
+        o.dwq = at::zeros({d});
+        o.dwk = at::zeros({d});
+        if (mode == 1) {
+          for (int part = 0; part < 2; ++part) {
+            const int64_t heads = part == 0 ? H : K;
+            at::Tensor cols = o.qkv.narrow(1, part == 0 ? 0 : H * d, heads * d);
+            at::Tensor in = cols.reshape({N * heads, d}).contiguous();
+            cols.copy_(kernels::rmsnorm_forward(true, in, part == 0 ? wq : wk, 1e-6, part == 0 ? &o.rq : &o.rk)
+                           .view({N, heads * d}));
+            (part == 0 ? o.q_pre : o.k_pre) = in;
+          }
+          kernels::rope_qkv(true, o.qkv, cos, sin, B, T, H, K, d, false);
+          kernels::rope_qkv(true, o.dqkv, cos, sin, B, T, H, K, d, true);
+          for (int part = 0; part < 2; ++part) {
+            const int64_t heads = part == 0 ? H : K;
+            at::Tensor cols = o.dqkv.narrow(1, part == 0 ? 0 : H * d, heads * d);
+            cols.copy_(kernels::rmsnorm_backward(true, cols.reshape({N * heads, d}).contiguous(),
+                                                 part == 0 ? o.q_pre : o.k_pre, part == 0 ? wq : wk,
+                                                 part == 0 ? o.rq : o.rk, part == 0 ? o.dwq : o.dwk, at::Tensor())
+                           .view({N, heads * d}));
+          }
+        } else {
+          kernels::qk_norm_rope(mode == 0, o.qkv, wq, wk, 1e-6, cos, sin, B, T, H, K, d, &o.q_pre, &o.k_pre, &o.rq, &o.rk);
+          kernels::qk_norm_rope_backward(mode == 0, o.dqkv, wq, wk, cos, sin, B, T, H, K, d, o.q_pre, o.k_pre, o.rq, o.rk,
+                                         o.dwq, o.dwk);
+        }
+        return o;
+      };
+      const Out one = pass(0), two = pass(1), generic = pass(2);
+      EXPECT_TRUE(at::equal(one.qkv, two.qkv));
+      EXPECT_TRUE(at::equal(one.q_pre, two.q_pre) && at::equal(one.k_pre, two.k_pre));
+      EXPECT_TRUE(at::equal(one.rq, two.rq) && at::equal(one.rk, two.rk));
+      EXPECT_TRUE(at::equal(one.dqkv, two.dqkv));
+      EXPECT_LE(max_rel(one.dwq, two.dwq), 1e-6);  // summed over rows in other blocks
+      EXPECT_LE(max_rel(one.dwk, two.dwk), 1e-6);
+      const double tol = dt == at::kFloat ? 2e-6 : 1e-2;
+      EXPECT_LE(max_rel(one.qkv, generic.qkv), tol);
+      EXPECT_LE(max_rel(one.dqkv, generic.dqkv), dt == at::kFloat ? 1e-5 : 2e-2);
+      EXPECT_LE(max_rel(one.dwq, generic.dwq), 1e-5);
+      EXPECT_LE(max_rel(one.dwk, generic.dwk), 1e-5);
+      // The value heads are left alone by both.
+      EXPECT_TRUE(at::equal(one.qkv.narrow(1, (H + K) * d, K * d), qkv.narrow(1, (H + K) * d, K * d)));
+      EXPECT_TRUE(at::equal(one.dqkv.narrow(1, (H + K) * d, K * d), dout.narrow(1, (H + K) * d, K * d)));
+    }
+}
+
 // One vocabulary chunk of the head's online softmax against the formula, two chunks in a row (the second
 // rescales the first's sum). Each row's largest logit is far above the rest (80 against [-3, 3]) and sits at
 // a different column, in the vector body and in the tail of rows of every width around the 16-wide blocks:
