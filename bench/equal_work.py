@@ -20,7 +20,16 @@ PRESETS = {
     "small": (32000, 256, 768, 4, 8, 2, True),
     "qwen2.5-0.5b": (151936, 896, 4864, 24, 14, 2, True),
     "qwen2.5-1.5b": (151936, 1536, 8960, 28, 12, 2, True),
+    "qwen3-tiny": (151936, 64, 176, 2, 4, 2, True),
+    "qwen3-0.6b": (151936, 1024, 3072, 28, 16, 8, True),
 }
+# Qwen3 presets: their head_dim (not hidden / heads); no q/k/v biases, per-head q_norm and k_norm.
+QWEN3_HEAD_DIM = {"qwen3-tiny": 32, "qwen3-0.6b": 128}
+
+
+def head_dim(preset):
+    vocab, hidden, inter, layers, heads, kv, tied = PRESETS[preset]
+    return QWEN3_HEAD_DIM.get(preset, hidden // heads)
 
 # Relative tolerance of the step-0 loss check in bf16. The sides round at different points (packed
 # q|k|v and gate|up GEMMs, SwiGLU rounded once or twice, a chunked head or full logits). Measured with
@@ -64,6 +73,14 @@ def first_sample(step, rank, micro_batch, world):
 def hf_config(preset):
     """config.json of a preset, the keys lorabench's hf_config_json writes (src/model/shape.cpp)."""
     vocab, hidden, inter, layers, heads, kv, tied = PRESETS[preset]
+    if preset in QWEN3_HEAD_DIM:  # Qwen/Qwen3-0.6B's config.json keys (transformers' Qwen3Config)
+        return {"architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "attention_dropout": 0.0,
+                "head_dim": head_dim(preset), "hidden_act": "silu", "hidden_size": hidden, "initializer_range": 0.02,
+                "intermediate_size": inter, "max_position_embeddings": 40960, "model_type": "qwen3",
+                "num_attention_heads": heads, "num_hidden_layers": layers, "num_key_value_heads": kv,
+                "rms_norm_eps": 1e-6, "rope_scaling": None, "rope_theta": 1000000.0, "sliding_window": None,
+                "tie_word_embeddings": tied, "torch_dtype": "bfloat16", "use_cache": False,
+                "use_sliding_window": False, "vocab_size": vocab}
     return {"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "hidden_act": "silu",
             "hidden_size": hidden, "initializer_range": 0.02, "intermediate_size": inter,
             "max_position_embeddings": 32768, "model_type": "qwen2", "num_attention_heads": heads,
@@ -81,7 +98,7 @@ def write_snapshot(preset, seed, root=None):
     """The directory of a bf16 snapshot of preset with seeded random weights, written on first use.
 
     Weights are N(0, 0.02) like transformers' initialisation, with three changes that make the step-0
-    check discriminating: biases and norm weights are random too (zeros and ones would hide a side that
+    check discriminating: biases (Qwen2) and norm weights (Qwen3's q/k norms too) are random too (zeros and ones would hide a side that
     drops or misplaces them), and the embedding (the tied head) has std 2.5/sqrt(hidden), so logits have
     a spread of ~2.5 and the loss of a token stream is its own (at std 0.02 every stream's loss is within
     1e-3 of ln(vocab))."""
@@ -92,7 +109,8 @@ def write_snapshot(preset, seed, root=None):
     if os.path.exists(os.path.join(path, "model.safetensors")):
         return path
     vocab, hidden, inter, layers, heads, kv, tied = PRESETS[preset]
-    hd = hidden // heads
+    hd = head_dim(preset)
+    qwen3 = preset in QWEN3_HEAD_DIM
     g = torch.Generator().manual_seed(seed)
 
     def normal(*shape, mean=0.0, std=0.02):
@@ -107,7 +125,11 @@ def write_snapshot(preset, seed, root=None):
         t[p + "post_attention_layernorm.weight"] = normal(hidden, mean=1.0, std=0.1)
         for name, rows in (("q", heads * hd), ("k", kv * hd), ("v", kv * hd)):
             t[p + f"self_attn.{name}_proj.weight"] = normal(rows, hidden)
-            t[p + f"self_attn.{name}_proj.bias"] = normal(rows)
+            if not qwen3:  # Qwen2 has q/k/v biases; Qwen3 has none, and per-head norms instead
+                t[p + f"self_attn.{name}_proj.bias"] = normal(rows)
+        if qwen3:
+            t[p + "self_attn.q_norm.weight"] = normal(hd, mean=1.0, std=0.1)
+            t[p + "self_attn.k_norm.weight"] = normal(hd, mean=1.0, std=0.1)
         t[p + "self_attn.o_proj.weight"] = normal(hidden, heads * hd)
         t[p + "mlp.gate_proj.weight"] = normal(inter, hidden)
         t[p + "mlp.up_proj.weight"] = normal(inter, hidden)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The peers lorabench is measured against: what its users run instead. Hugging Face transformers'
-Qwen2ForCausalLM + peft LoRA (r16, alpha 32, the seven projections, no dropout: inputs/bench.ini) and a
+Qwen2ForCausalLM or Qwen3ForCausalLM (the snapshot's model_type) + peft LoRA (r16, alpha 32, the seven projections, no dropout: inputs/bench.ini) and a
 plain torch.optim.AdamW loop (lr 1e-4, no weight decay, no clipping), on the weights of one snapshot and
 lorabench's synthetic tokens (bench/equal_work.py). Prints one JSON line (rank 0): step times, step-0
 loss, tokens/s, peak CUDA memory on a GPU.
@@ -9,7 +9,7 @@ loss, tokens/s, peak CUDA memory on a GPU.
     python -m torch.distributed.run --nproc-per-node 2 bench/peer_hf.py --model DIR --dist ddp|fsdp2
 
 --mode compile wraps the model in torch.compile (the warm-up steps include the compilation); --mode
-liger applies Liger Kernel's Qwen2 kernels (Triton: CUDA only). --dist ddp is DistributedDataParallel
+liger applies Liger Kernel's Qwen2 or Qwen3 kernels (Triton: CUDA only). --dist ddp is DistributedDataParallel
 (gloo on CPU, NCCL on GPU); --dist fsdp2 is fully_shard per decoder layer and at the root, the usual FSDP
 recipe: fp32 parameters sharded, compute in --dtype (MixedPrecisionPolicy), fp32 gradient reduction.
 --dtype is the model's dtype (bf16, the default, or fp32), as lorabench's model.dtype.
@@ -75,17 +75,21 @@ def pin_core(device):
 
 def build_model(args, device):
     from peft import LoraConfig, get_peft_model
-    from transformers import Qwen2ForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM
 
+    family = AutoConfig.from_pretrained(args.model).model_type  # qwen2 or qwen3 (the snapshot's config.json)
     if args.mode == "liger":
         if device.type != "cuda":
             raise SystemExit("peer_hf: --mode liger needs CUDA (Liger Kernel's kernels are Triton)")
-        from liger_kernel.transformers import apply_liger_kernel_to_qwen2
-        apply_liger_kernel_to_qwen2()  # rope, RMSNorm, SwiGLU, fused linear + cross-entropy
+        import liger_kernel.transformers as liger
+        # rope, RMSNorm, SwiGLU, fused linear + cross-entropy
+        (liger.apply_liger_kernel_to_qwen3 if family == "qwen3" else liger.apply_liger_kernel_to_qwen2)()
     # FSDP2 needs one dtype per sharded group: fp32 parameters, compute in --dtype through its policy.
     compute = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     dtype = torch.float32 if args.dist == "fsdp2" else compute
-    model = Qwen2ForCausalLM.from_pretrained(args.model, dtype=dtype, attn_implementation="sdpa").to(device)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype, attn_implementation="sdpa").to(device)
+    if type(model).__name__ != {"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}.get(family):
+        raise SystemExit(f"peer_hf: {args.model} loaded as {type(model).__name__} (model_type {family})")
     # A transformers that does not know the `dtype` keyword (before 4.56) would load fp32 without a word.
     got = {p.dtype for p in model.parameters()}
     if got != {dtype}:

@@ -20,6 +20,7 @@ torch.compile, DDP, FSDP2, and on GPU with Liger Kernel), on one machine, in one
     scripts/bench.sh --quick        # tiny shape, 1 round, lorabench and the eager peer (tests/e2e)
     scripts/bench.sh --device cuda --sweep-batch    # the GPU table also at the largest micro-batch that fits
     scripts/bench.sh --dtype fp32   # every side in fp32 (the workloads are then named 0.5b-fp32, ...)
+    scripts/bench.sh --model qwen3-0.6b   # the same table on Qwen3-0.6B (workloads qwen3-0.6b-bf16, ...)
     scripts/bench.sh --device cpu --rounds 3 --evidence results   # also results/<family>/<date>-<commit>.json
 
 --evidence DIR writes the run as an evidence file (bench/evidence.py): the command, commit, machine, host
@@ -60,18 +61,28 @@ class Workload:
     note: str = ""
 
 
-def workloads(device, quick, dtype):
-    """The table's workloads; their names carry the dtype (0.5b-bf16, 0.5b-fp32-ddp2, ...)."""
+# --model: the preset of the table's workloads, the prefix of their names, and the --quick shape of its family.
+MODELS = {"qwen2.5-0.5b": ("0.5b", "tiny"), "qwen3-0.6b": ("qwen3-0.6b", "qwen3-tiny")}
+
+
+def workload_prefix(model):
+    return MODELS[model][0]
+
+
+def workloads(device, quick, dtype, model="qwen2.5-0.5b"):
+    """The table's workloads; their names carry the model and the dtype (0.5b-bf16, 0.5b-fp32-ddp2,
+    qwen3-0.6b-bf16, ...)."""
+    prefix, quick_preset = MODELS[model]
     if quick:
-        return [Workload(f"tiny-{dtype}", "tiny", 1, "single", ["eager"])]
+        return [Workload(f"{quick_preset}-{dtype}", quick_preset, 1, "single", ["eager"])]
     if device == "cuda":
-        return [Workload(f"0.5b-{dtype}-gpu", "qwen2.5-0.5b", 1, "single", ["eager", "compile", "liger"],
+        return [Workload(f"{prefix}-{dtype}-gpu", model, 1, "single", ["eager", "compile", "liger"],
                          seq=2048, batch=8)]
     fsdp_note = ("the peer keeps fp32 parameters (FSDP2 shards one dtype per group) and computes in bf16"
                  if dtype == "bf16" else "")
-    return [Workload(f"0.5b-{dtype}", "qwen2.5-0.5b", 1, "single", ["eager", "compile"]),
-            Workload(f"0.5b-{dtype}-ddp2", "qwen2.5-0.5b", 2, "ddp", ["eager"], dist="ddp"),
-            Workload(f"0.5b-{dtype}-fsdp2", "qwen2.5-0.5b", 2, "fsdp", ["eager"], dist="fsdp2", note=fsdp_note)]
+    return [Workload(f"{prefix}-{dtype}", model, 1, "single", ["eager", "compile"]),
+            Workload(f"{prefix}-{dtype}-ddp2", model, 2, "ddp", ["eager"], dist="ddp"),
+            Workload(f"{prefix}-{dtype}-fsdp2", model, 2, "fsdp", ["eager"], dist="fsdp2", note=fsdp_note)]
 
 
 @dataclass
@@ -393,7 +404,8 @@ def summarise(args, results, frames):
             rows.append(row)
     scaling = []
     names = {w.name: runs for w, runs in results}
-    multi, single = f"0.5b-{args.dtype}-ddp2", f"0.5b-{args.dtype}"
+    prefix = workload_prefix(args.model)
+    multi, single = f"{prefix}-{args.dtype}-ddp2", f"{prefix}-{args.dtype}"
     if multi in names and single in names:
         for side in ("lorabench", "eager"):
             if side in names[multi] and side in names[single]:
@@ -476,6 +488,8 @@ def main():
     ap.add_argument("--lorabench", default=os.path.join(ROOT, "build", "src", "app", "lorabench"))
     ap.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                     help="auto: cuda when torch sees a GPU (the GPU table), else cpu")
+    ap.add_argument("--model", choices=sorted(MODELS), default="qwen2.5-0.5b",
+                    help="the workloads' model (Qwen2.5-0.5B or Qwen3-0.6B; --quick: the family's tiny shape)")
     ap.add_argument("--rounds", type=int, default=3, help="rotating rounds per workload")
     ap.add_argument("--steps", type=int, default=5, help="measured steps per run")
     ap.add_argument("--warmup", type=int, default=2, help="warm-up steps per run (torch.compile compiles here)")
@@ -512,7 +526,7 @@ def main():
         sys.exit(2)
     if args.quick:
         args.rounds, args.steps, args.warmup = 1, 2, 1
-    table = workloads(args.device, args.quick, args.dtype)
+    table = workloads(args.device, args.quick, args.dtype, args.model)
     if args.only:
         unknown = set(args.only) - {w.name for w in table}
         if unknown:
@@ -595,7 +609,7 @@ def write_evidence(args, facts, figures, results, frames, sweeps, started):
     workloads = ", ".join(w.name for w, _ in results)
     title = (f"lorabench against transformers + peft, {args.device.upper() if args.device == 'cpu' else 'GPU'}, "
              f"{args.dtype}" + (", --quick" if args.quick else "") + f": {workloads}")
-    settings = {k: getattr(args, k) for k in ("device", "dtype", "rounds", "steps", "warmup", "quick", "only",
+    settings = {k: getattr(args, k) for k in ("device", "model", "dtype", "rounds", "steps", "warmup", "quick", "only",
                                              "lorabench_set", "sweep_batch", "peers_only", "lorabench")}
     settings.update(seed=SEED, lora_r=LORA_R, lora_alpha=LORA_ALPHA, loss_rtol=loss_rtol(args.dtype),
                     memory=("CUDA peak allocated (MiB)" if args.device == "cuda" else "peak RSS (MiB)"),

@@ -4,6 +4,8 @@
 #             noise before and after (bench/host_noise.py, which refuses a measurement of 0 s), lorabench's
 #             attention kernel and the --lorabench-set keys; its --evidence file must name the run file's
 #             sha256 and summary, and the page scripts/results-doc.py makes of it only numbers it holds
+#   qwen3     --quick --model qwen3-0.6b: the Qwen3 snapshot (q/k norms, no q/k/v biases, head_dim 32 on
+#             hidden 64) through both sides, the step-0 check passing and the qwen3-tiny rows in the table
 #   mismatch  the same with the peer on another seed's tokens must fail with INVALID; --lorabench-set refuses a
 #             key the benchmark sets and passes the others to lorabench
 #   sweep     run_bench's "does not fit" classifier on the real messages (lorabench's refusal, ATen's allocator)
@@ -35,6 +37,16 @@ echo "bench_peers_e2e.sh: the peers run in $dt on this CPU"
 quick=("$py" "$src/bench/run_bench.py" --lorabench "$lorabench" --quick --device cpu)
 cmd=("${quick[@]}" --dtype "$dt")
 case "$case_name" in
+  qwen3)
+    "${cmd[@]}" --model qwen3-0.6b >"$out" 2>"$err" || { cat "$out" "$err"; echo "FAIL: the quick Qwen3 benchmark failed"; exit 1; }
+    grep -q "(checked: VALID)" "$out" || { cat "$out"; echo "FAIL: no VALID step-0 check"; exit 1; }
+    for side in "lorabench single" "hf-eager"; do
+      grep -qE "^\| qwen3-tiny-$dt \| $side \| 1 \|" "$out" || { cat "$out"; echo "FAIL: no qwen3-tiny-$dt row of $side"; exit 1; }
+    done
+    grep -q '"model_type": "qwen3"' "$LORABENCH_BENCH_MODELS"/qwen3-tiny-seed1234-v*/config.json ||
+      { echo "FAIL: the snapshot is not a Qwen3 one"; exit 1; }
+    echo "ok: Qwen3's quick table is VALID"
+    ;;
   valid)
     rm -rf "$work/evidence"
     "${cmd[@]}" --json "$work/valid.json" --evidence "$work/evidence" --lorabench-set model.fused_head=true >"$out" 2>"$err" ||
