@@ -592,8 +592,10 @@ def main():
 
 def evidence_tag(args):
     """What sets this run apart from the device's full bf16 table, for the evidence file's name (none for that
-    table itself): quick, the dtype, gpu, only-<workloads>, sweep, set (--lorabench-set), peers-only."""
-    parts = (["quick"] if args.quick else []) + (["gpu"] if args.device == "cuda" else [])
+    table itself): the model when not Qwen2.5-0.5B, quick, the dtype, gpu, only-<workloads>, sweep, set
+    (--lorabench-set), peers-only."""
+    parts = [args.model] if args.model != "qwen2.5-0.5b" else []
+    parts += (["quick"] if args.quick else []) + (["gpu"] if args.device == "cuda" else [])
     parts += [args.dtype] if args.dtype != "bf16" else []
     parts += ["only-" + "+".join(args.only)] if args.only else []
     parts += (["sweep"] if args.sweep_batch else []) + (["set"] if args.lorabench_set else [])
