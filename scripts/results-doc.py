@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes docs/results.md from the evidence files under results/ (results/<machine family>/<UTC date>-<commit>
-[-<tag>].json, written by bench/run_bench.py --evidence and bench/plan_validate.py --evidence through
-bench/evidence.py): per machine family the newest evidence of each table, then the history. Plain python3.
+[-<tag>].json, written by bench/run_bench.py --evidence, bench/plan_validate.py --evidence and
+bench/kernels_evidence.py --evidence through bench/evidence.py): per machine family the newest evidence of each table, then the history. Plain python3.
 
     python3 scripts/results-doc.py            # rewrite docs/results.md
     python3 scripts/results-doc.py --check    # exit 1 when docs/results.md is not what it would write
@@ -143,7 +143,24 @@ def plan_section(path, ev, out_dir):
     return lines
 
 
-SECTIONS = {"bench": bench_section, "plan-validate": plan_section}
+def kernels_section(path, ev, out_dir):
+    s, t = ev["settings"], ev["table"]
+    lines = provenance(path, ev, out_dir)
+    lines.append(f"- {fmt('whole', s['rounds'])} runs of the tool, each the best of {fmt('whole', s['reps'])} per row, on one "
+                 "core; medians over the runs, and the range of the runs' ratios; the tool checks that both sides "
+                 "agree before it prints a row")
+    lines += ["", "| operation | dtype | ATen replacement | fused (ms) | ATen (ms) | ATen / fused | range over runs |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in t["rows"]:
+        lines.append(f"| {r['op']} | {r['dtype']} | {r['replacement']} | {fmt('seconds', r['fused_ms'])} | "
+                     f"{fmt('seconds', r['aten_ms'])} | {fmt('ratio', r['ratio'])}x | {fmt('ratio', r['ratio_min'])}-"
+                     f"{fmt('ratio', r['ratio_max'])}x |")
+    lines.append("")
+    lines += [f"- not run: {x}" for x in t["not_run"]]
+    return lines
+
+
+SECTIONS = {"bench": bench_section, "plan-validate": plan_section, "kernels": kernels_section}
 
 HEADER = """# Measured results
 
