@@ -176,6 +176,26 @@ void fill_stragglers(TrainRow& t, const RunRecord& r, double threshold) {
   t.has_stragglers = true;
 }
 
+// The roofline attributes of /metrics/summary (all of them, or the run has none).
+void fill_roofline(TrainRow& t, const TextMap& m) {
+  t.mem_bandwidth = num(m, "mem_bandwidth_per_rank");
+  t.ridge = num(m, "roofline_ridge_flops_per_byte");
+  t.bandwidth_source = text(m, "mem_bandwidth_source");
+  bool all = known(t.mem_bandwidth) && known(t.ridge);
+  for (int i = 0; i < kRooflineCells; ++i) {
+    const std::string p = std::string("roofline_") + kRooflineCellNames[size_t(i)] + "_";
+    RooflineCell& c = t.roofline[size_t(i)];
+    c.flops = num(m, p + "flops");
+    c.bytes = num(m, p + "bytes");
+    c.bound_s = num(m, p + "bound_s");
+    c.measured_s = num(m, p + "measured_s");
+    c.fraction = num(m, p + "fraction");
+    c.limit = text(m, p + "limit");
+    all = all && known(c.bytes) && known(c.bound_s) && (c.limit == "memory" || c.limit == "compute");
+  }
+  t.has_roofline = all;
+}
+
 TrainRow make_row(const RunRecord& r) {
   TrainRow t;
   t.run = &r;
@@ -234,6 +254,7 @@ TrainRow make_row(const RunRecord& r) {
     t.wait_share = num(m, "wait_peers_s_rank_median") / t.step_rank_median;
     t.transfer_share = num(m, "transfer_s_rank_median") / t.step_rank_median;
   }
+  fill_roofline(t, m);
   fill_from_steps(t, r);
   return t;
 }
@@ -501,6 +522,35 @@ std::string straggler_sentence(const AttributionInput& in, const AttributionRule
 
 }  // namespace
 
+namespace {
+
+// The roofline sentence: the compute phases' bound, how much of it the step achieves, and each phase's limit.
+std::string roofline_sentence(const AttributionInput& in) {
+  const RooflineCell& st = in.roofline[3];
+  std::string s = strformat("on the roofline (docs/metrics.md) forward + backward + optimizer are %s: their lower bound "
+                            "is %s per step and they take %s, %.0f%% of the bound achieved",
+                            st.limit == "memory" ? "memory bound" : "compute bound", ms_text(st.bound_s).c_str(),
+                            ms_text(st.measured_s).c_str(), pct(st.fraction));
+  std::vector<std::string> parts;
+  for (int i = 0; i < 3; ++i) {
+    const RooflineCell& c = in.roofline[size_t(i)];
+    if (c.limit == "memory" && known(c.flops) && c.flops > 0 && known(c.bytes) && c.bytes > 0)
+      parts.push_back(strformat("%s at %.1f FLOP/byte", kRooflineCellNames[size_t(i)], c.flops / c.bytes));
+    else if (c.limit == "memory")
+      parts.push_back(kRooflineCellNames[size_t(i)]);
+  }
+  if (parts.empty()) {
+    s += "; no phase is memory bound";
+  } else {
+    s += "; memory bound: ";
+    for (size_t k = 0; k < parts.size(); ++k) s += (k ? ", " : "") + parts[k];
+    if (known(in.ridge)) s += strformat(" (the ridge is at %.1f FLOP/byte)", in.ridge);
+  }
+  return s;
+}
+
+}  // namespace
+
 Attribution attribute(const AttributionInput& in, const AttributionRules& rules) {
   Attribution a;
   for (double s : in.share)
@@ -538,7 +588,7 @@ Attribution attribute(const AttributionInput& in, const AttributionRules& rules)
                               "%.0f%% of the step after the last one arrived (transfer, threshold %.0f%%)",
                               pct(in.wait_share), pct(in.transfer_share), pct(rules.transfer_share))});
   if (hits.empty()) {
-    a.verdict = "compute-bound";
+    a.verdict = in.has_roofline && in.roofline[3].limit == "memory" ? "memory-bound" : "compute-bound";
     std::string s = strformat("forward + backward + optimizer are %.0f%% of the step; data %.0f%% and transfer %.0f%% "
                               "are below their thresholds (%.0f%%, %.0f%%), waiting for peers is %.0f%%",
                               pct(compute), pct(data), pct(in.transfer_share), pct(rules.data_share),
@@ -548,6 +598,7 @@ Attribution attribute(const AttributionInput& in, const AttributionRules& rules)
                      rules.straggler_ratio);
     if (known(in.mfu)) s += strformat("; MFU %.1f%%", pct(in.mfu));
     a.evidence.push_back(s);
+    if (in.has_roofline) a.evidence.push_back(roofline_sentence(in));
   } else {
     // The largest cost wins (the first listed among equals); the others are named.
     const auto win = std::max_element(hits.begin(), hits.end(),
@@ -567,7 +618,8 @@ Attribution attribute(const AttributionInput& in, const AttributionRules& rules)
                                    "(%.3f)",
                                    g.steps_over, in.measured_steps, rules.straggler_ratio, g.top_rank, g.top_steps,
                                    g.step_ratio_median));
-  if (a.verdict != "compute-bound" || comm > 0)
+  if (in.has_roofline && !hits.empty()) a.evidence.push_back("also " + roofline_sentence(in));
+  if ((a.verdict != "compute-bound" && a.verdict != "memory-bound") || comm > 0)
     for (const auto& e : in.comm_evidence) a.evidence.push_back(e);
   return a;
 }
@@ -652,6 +704,9 @@ Analysis analyze(const std::vector<RunRecord>& runs, const AttributionRules& rul
     in.measured_steps = t.straggler_steps_measured;
     in.mfu = t.mfu;
     in.comm_evidence = comm_evidence(t, a.comm, rules);
+    in.has_roofline = t.has_roofline;
+    in.roofline = t.roofline;
+    in.ridge = t.ridge;
     t.attribution = attribute(in, rules);
   }
 

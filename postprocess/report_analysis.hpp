@@ -46,12 +46,21 @@ struct AttributionRules {
 std::string percent_text(double ratio);
 
 struct Attribution {
-  // "compute-bound", "data-bound", "straggler-bound", "communication-bound", or "n/a"
+  // "compute-bound", "memory-bound", "data-bound", "straggler-bound", "communication-bound", or "n/a"
   std::string verdict;
   std::vector<std::string> evidence;  // sentences with the numbers that decided it
 };
 
 // What the attribution rule reads (all shares are of the rank-median step time).
+// One phase of a run against its roofline (/metrics/summary roofline_<phase>_*; metrics/roofline.hpp).
+struct RooflineCell {
+  double flops = NAN, bytes = NAN, bound_s = NAN, measured_s = NAN, fraction = NAN;
+  std::string limit;  // "memory" or "compute"
+};
+inline constexpr int kRooflineCells = 4;  // forward, backward, optimizer, the step (their sum)
+inline constexpr std::array<const char*, kRooflineCells> kRooflineCellNames = {"forward", "backward", "optimizer",
+                                                                               "step"};
+
 struct AttributionInput {
   std::array<double, kPhases> share{};  // data, forward, backward, comm (exposed), optimizer
   double wait_share = NAN;              // wait_peers_s_rank_median: blocked before the last rank arrived
@@ -64,6 +73,11 @@ struct AttributionInput {
   int measured_steps = 0;  // steps (all trials) behind the straggler summary
   double mfu = NAN;
   std::vector<std::string> comm_evidence;  // sentences about bandwidth (may be empty)
+  // The compute phases on the roofline (absent in files written before it): which limit each is at and how
+  // far from it; it names the verdict when no other cause holds (compute-bound or memory-bound).
+  bool has_roofline = false;
+  std::array<RooflineCell, kRooflineCells> roofline{};
+  double ridge = NAN;  // FLOP per byte where the two limits meet
 };
 
 // Per rank of a run, over its measured steps (all trials).
@@ -133,6 +147,12 @@ struct TrainRow {
   // Memory against DDP at the same world size and configuration.
   const TrainRow* ddp = nullptr;
   double saving_vs_ddp = NAN;  // 1 - mem_peak / ddp mem_peak
+
+  // The roofline of the compute phases, per rank and step (absent in files written before it).
+  bool has_roofline = false;
+  std::array<RooflineCell, kRooflineCells> roofline{};
+  double mem_bandwidth = NAN, ridge = NAN;  // bytes/s per rank; FLOP per byte
+  std::string bandwidth_source;             // measured | configured
 
   Attribution attribution;
 };

@@ -440,6 +440,36 @@ void section_phases(std::ostringstream& o, const Analysis& a) {
   }
 }
 
+// The compute phases against the roofline (runs whose files have it): per rank and step, FLOPs and the bytes
+// the phase must move, the lower bound max(FLOPs / frame, bytes / bandwidth) and the measured time.
+void section_roofline(std::ostringstream& o, const Analysis& a) {
+  Table t({"run", "strategy", "world", "phase", "GFLOP", "bytes moved", "FLOP / byte", "limit", "bound (ms)",
+           "measured (ms)", "of the bound"});
+  Table bw({"run", "frame (GFLOP/s per rank)", "bandwidth (GB/s per rank)", "source", "ridge (FLOP / byte)"});
+  for (const auto& r : a.train) {
+    if (!r.run->completed() || !r.has_roofline) continue;
+    bw.add({r.run->name, fmt_sig(r.peak_per_rank / 1e9, 4), fmt_sig(r.mem_bandwidth / 1e9, 4),
+            or_na(r.bandwidth_source), fmt_sig(r.ridge, 3)});
+    for (int i = 0; i < kRooflineCells; ++i) {
+      const RooflineCell& c = r.roofline[size_t(i)];
+      const bool step = i == kRooflineCells - 1;
+      t.add({r.run->name, r.strategy, intish(r.world), step ? "**step**" : kRooflineCellNames[size_t(i)],
+             fmt_sig(c.flops / 1e9, 4), bytes(c.bytes),
+             known(c.bytes) && c.bytes > 0 ? fmt_sig(c.flops / c.bytes, 3) : kNA,
+             c.limit == "memory" ? "**memory**" : c.limit, ms(c.bound_s), ms(c.measured_s), fmt_pct(c.fraction)});
+    }
+  }
+  if (t.empty()) return;
+  o << "## Roofline\n\n";
+  o << "Per rank and step (docs/metrics.md, \"Bytes and the roofline\"): the phase's FLOPs (hardware FLOPs: "
+       "with activation checkpointing backward includes the recomputed forward) and the bytes it must move "
+       "(weights read per pass, the GEMM library's layout copies, the tensors kept for backward written and "
+       "read back, gradients, the optimizer's state), its bound max(FLOPs / frame, bytes / bandwidth) and "
+       "the median rank's measured time; *of the bound* = bound / measured (100% = at the roofline). A phase "
+       "below the ridge (FLOP / byte) is **memory** bound. The step's bound is the sum of its phases'.\n\n";
+  o << bw.str() << "\n" << t.str() << "\n";
+}
+
 void section_attribution(std::ostringstream& o, const Analysis& a) {
   o << "## Bottleneck attribution\n\n";
   const auto& R = a.rules;
@@ -447,7 +477,8 @@ void section_attribution(std::ostringstream& o, const Analysis& a) {
                  "when, in the median step, the slowest rank computes at least %.2fx the median of the other "
                  "ranks' compute time; *communication-bound* when the ranks stay blocked at least %.0f%% of the step after the "
                  "last rank arrived (transfer); when several hold, the largest cost wins (data share, the wait "
-                 "for peers share, the transfer share); otherwise *compute-bound*. Achieved bus bandwidth = sum "
+                 "for peers share, the transfer share); otherwise *compute-bound*, or *memory-bound* when the run's "
+                 "roofline puts the compute phases' bound on memory. Achieved bus bandwidth = sum "
                  "over the measured steps of bytes_<op> x bus factor / sum of transfer_s.\n\n",
                  100 * R.data_share, R.straggler_ratio, 100 * R.transfer_share);
   bool any = false;
@@ -621,6 +652,7 @@ std::string render_markdown(const std::vector<RunRecord>& runs, const Analysis& 
   section_scaling(o, a);
   section_memory(o, a);
   section_phases(o, a);
+  section_roofline(o, a);
   section_attribution(o, a);
   section_comm(o, a);
   section_counters(o, a);

@@ -324,6 +324,9 @@ std::vector<OptionSpec> build_table() {
                        "write a Chrome trace JSON per rank (costs time)"));
   t.push_back(float_opt("profile.peak_gflops", &RC::profile, &ProfileSection::peak_gflops, "0", 0, inf, false,
                         "per-rank peak GFLOP/s for MFU; 0 = measure with a GEMM calibration at start"));
+  t.push_back(float_opt("profile.mem_bandwidth_gbs", &RC::profile, &ProfileSection::mem_bandwidth_gbs, "0", 0, inf,
+                        false, "per-rank memory bandwidth GB/s for the roofline; 0 = measure with a triad on every rank "
+                        "at start"));
 
   // [fault]
   t.push_back(int_opt("fault.nan_at_step", &RC::fault, &FaultSection::nan_at_step, -1, -1, imax,

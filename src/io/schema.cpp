@@ -92,6 +92,30 @@ const std::vector<std::pair<const char*, const char*>>& summary_attributes() {
       {"peak_flops_source", "\"calibrated\" (GEMM measured at start) or \"configured\" (profile.peak_gflops)"},
       {"peak_flops_detail", "how the peak was obtained"},
       {"mfu_mean", "mean over measured steps of flops_per_step / (max step time x world x peak)"},
+      {"mem_bandwidth_per_rank", "memory bandwidth per rank in bytes/s for the roofline (docs/metrics.md)"},
+      {"mem_bandwidth_source", "\"measured\" (a triad on every rank at once at start) or \"configured\" "
+                               "(profile.mem_bandwidth_gbs)"},
+      {"mem_bandwidth_detail", "how the bandwidth was obtained: the method, the array size, the ranks at once"},
+      {"roofline_ridge_flops_per_byte", "peak_flops_per_rank / mem_bandwidth_per_rank: below this intensity a phase "
+                                        "is memory bound"},
+      {"roofline_forward_flops", "FLOPs per rank and step of the forward phase (hardware FLOPs; likewise for "
+                                 "backward, with the recomputation of activation checkpointing, optimizer: 0, and "
+                                 "step: their sum)"},
+      {"roofline_forward_bytes", "bytes per rank and step the forward phase must move (docs/metrics.md, likewise "
+                                 "for backward, optimizer, step)"},
+      {"roofline_forward_bound_s", "max(flops / peak, bytes / bandwidth): the roofline's lower bound of the phase's "
+                                   "time (step: the sum of the phases' bounds)"},
+      {"roofline_forward_measured_s", "the median rank's mean measured forward_s (step: forward + backward + "
+                                      "optimizer)"},
+      {"roofline_forward_fraction", "bound_s / measured_s: how close the phase is to its roofline (1 = at it)"},
+      {"roofline_forward_limit", "\"memory\" or \"compute\": which term of the bound is larger (step: the one "
+                                 "whose phases' bounds add up to more)"},
+      {"roofline_backward_flops", ""}, {"roofline_backward_bytes", ""}, {"roofline_backward_bound_s", ""},
+      {"roofline_backward_measured_s", ""}, {"roofline_backward_fraction", ""}, {"roofline_backward_limit", ""},
+      {"roofline_optimizer_flops", ""}, {"roofline_optimizer_bytes", ""}, {"roofline_optimizer_bound_s", ""},
+      {"roofline_optimizer_measured_s", ""}, {"roofline_optimizer_fraction", ""}, {"roofline_optimizer_limit", ""},
+      {"roofline_step_flops", ""}, {"roofline_step_bytes", ""}, {"roofline_step_bound_s", ""},
+      {"roofline_step_measured_s", ""}, {"roofline_step_fraction", ""}, {"roofline_step_limit", ""},
       {"clipped_steps", "steps whose gradients were clipped"},
       {"skipped_steps", "steps whose update was dropped (train.on_nonfinite = skip)"},
       {"empty_steps", "steps whose global batch had no token to train on, skipped (train.on_empty_step = skip)"},

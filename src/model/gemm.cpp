@@ -102,6 +102,11 @@ std::string fp32_gemm_engine() {
   return at::hasMKL() ? "ATen (MKL inside libtorch)" : "ATen (libtorch's BLAS)";
 }
 
+int64_t gemm_weight_copy_bytes(at::ScalarType dtype, const device::Device& dev) {
+  if (dev.is_cuda() || dtype != at::kBFloat16 || cpu_bf16_gemm() != CpuBf16Gemm::kNative) return 0;
+  return 2 * int64_t(at::elementSize(dtype));
+}
+
 metrics::PeakFlops calibrate_gemm_peak(at::ScalarType dtype, int threads, device::Device& dev, int64_t n, int repeats,
                                        double min_seconds) {
   if (n <= 0) n = dev.is_cuda() ? 8192 : 2048;

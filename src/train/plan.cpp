@@ -20,6 +20,7 @@
 #include "lorabench/io/run_file.hpp"
 #include "lorabench/io/schema.hpp"
 #include "lorabench/metrics/memory.hpp"
+#include "lorabench/metrics/roofline.hpp"
 #include "lorabench/model/layout.hpp"
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/comm/control.hpp"
@@ -334,18 +335,12 @@ int64_t activation_lower_bound(const RunConfig& c) {
 }
 
 int64_t activation_lower_bound(const RunConfig& c, const model::ModelShape& s, int64_t N) {
-  const model::LoraSpec lora = lora_spec_of(c);
+  const metrics::LoraSpec lora = metrics::LoraSpec::from_names(c.lora.enabled, c.lora.r, c.lora.targets);
   const int64_t ds = at::elementSize(dtype_of(c));
-  const int64_t D = s.hidden, I = s.intermediate, H = s.heads, K = s.kv_heads, d = s.head_dim;
-  int64_t lora_cols = 0;
-  if (lora.enabled)
-    for (int i = 0; i < model::kNumProj; ++i) lora_cols += lora.target[i] ? lora.r : 0;
-  // LayerCache: x, rstd1, qkv, attn, lse, x2, rstd2, gu, la[] (see model/qwen2.hpp); with Qwen3's q/k norms
-  // also their inputs q_pre, k_pre and statistics rstd_q, rstd_k.
-  const int64_t qk_norm = s.qk_norm ? (H + K) * (d * ds + 4) : 0;
-  const int64_t per_layer = N * (D * ds + 4 + (H + 2 * K) * d * ds + H * d * ds + H * 4 + D * ds + 4 + 2 * I * ds +
-                                 lora_cols * ds + qk_norm);
-  const int64_t layers = s.layers;
+  // What each layer keeps for backward (model/qwen2.hpp's LayerCache; the roofline's byte count counts the
+  // same tensors written and read back).
+  const int64_t per_layer = N * metrics::layer_saved_bytes_per_token(flops_shape(s), lora, ds);
+  const int64_t D = s.hidden, layers = s.layers;
   if (c.model.activation_checkpointing) return layers * N * D * ds + per_layer + N * D * ds;
   return layers * per_layer + N * D * ds;
 }

@@ -98,6 +98,20 @@ io::ValidationCheck phases_add_up(const std::vector<double>& rows) {
                     nrows - bad, nrows, 100 * worst)};
 }
 
+// The roofline of the compute phases (metrics/roofline.hpp): each phase's FLOPs and bytes per rank and step
+// against the frame and the bandwidth, and the median rank's measured phase time against that bound.
+void add_roofline(RunSummary& out, const RunFacts& f, const Collected& c) {
+  if (!(f.bandwidth.bytes_per_s > 0) || !(f.peak.flops_per_s > 0)) return;
+  std::array<double, metrics::kRooflinePhases> measured{};
+  const int columns[metrics::kRooflinePhases] = {1, 2, 4};  // forward, backward, optimizer in per_rank_phase
+  for (int i = 0; i < metrics::kRooflinePhases; ++i)
+    measured[size_t(i)] = metrics::summarize_ranks(rank_means(c.per_rank_phase[columns[i]])).median;
+  const metrics::StepRoofline r =
+      metrics::step_roofline(f.phase_flops, f.traffic, measured, f.peak.flops_per_s, f.bandwidth.bytes_per_s);
+  for (auto& a : metrics::roofline_summary_attributes(r, f.bandwidth, f.peak.flops_per_s))
+    out.attributes.push_back(std::move(a));
+}
+
 }  // namespace
 
 bool RunSummary::valid() const {
@@ -178,6 +192,7 @@ RunSummary summarize_run(const std::vector<double>& rows, const RunFacts& f) {
       metrics::summarize_stragglers(c.compute_by_step, metrics::kStragglerThreshold, phase_means);
   for (const auto& a : metrics::straggler_summary_attributes(sg, metrics::kStragglerThreshold))
     out.attributes.push_back(a);
+  add_roofline(out, f, c);
   add_text("clock_sync", f.clock_sync);
   add("clock_offset_error_s", f.clock_offset_error_s);
 

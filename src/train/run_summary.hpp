@@ -3,12 +3,14 @@
 // tests/unit/test_run_summary.cpp drives it with hand-made rows).
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
 #include "lorabench/data/batch.hpp"
 #include "lorabench/io/run_file.hpp"
 #include "lorabench/metrics/flops.hpp"
+#include "lorabench/metrics/roofline.hpp"
 #include "lorabench/metrics/stats.hpp"
 #include "lorabench/strategy/strategy.hpp"
 
@@ -26,6 +28,9 @@ struct RunFacts {
   int64_t total_params = 0, trainable_params = 0;
   double flops_per_token = 0;
   metrics::PeakFlops peak;  // per rank
+  metrics::MemoryBandwidth bandwidth;  // per rank (bytes_per_s 0: no roofline attributes)
+  metrics::StepTraffic traffic;        // bytes per rank and step, by phase
+  std::array<double, metrics::kRooflinePhases> phase_flops{};  // FLOPs per rank and step: forward, backward, optimizer
   int64_t clipped_steps = 0, skipped_steps = 0, skipped_records = 0;
   int64_t empty_steps = 0;  // steps with no token to train on (train.on_empty_step = skip)
   std::string data_source;

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include <array>
 #include <csignal>
 #include <cstdio>
 #include <cmath>
@@ -28,6 +29,7 @@
 #include "lorabench/metrics/papi.hpp"
 #include "lorabench/metrics/stats.hpp"
 #include "lorabench/metrics/trace.hpp"
+#include "lorabench/model/bandwidth.hpp"
 #include "lorabench/model/gemm.hpp"
 #include "lorabench/model/layout.hpp"
 #include "lorabench/model/step.hpp"
@@ -60,6 +62,9 @@ struct Setup {
   data::BatchGeometry geo;
   double flops_per_token = 0;
   metrics::PeakFlops peak;
+  metrics::MemoryBandwidth bandwidth;                       // per rank, for the roofline
+  metrics::StepTraffic traffic;                             // bytes per rank and step, by phase
+  std::array<double, metrics::kRooflinePhases> phase_flops{};  // FLOPs per rank and step: forward, backward, optimizer
   strategy::StrategySpec spec;
   StepConfig step;
 };
@@ -84,6 +89,39 @@ metrics::PeakFlops calibrate_job_peak(const TrainEnv& env, at::ScalarType dtype)
   std::vector<double> all(size_t(world), own.flops_per_s);
   if (world > 1) MPI_Allgather(&own.flops_per_s, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, env.world);
   return metrics::job_peak(own, all);
+}
+
+// The memory bandwidth of the job (metrics::job_bandwidth): every rank runs the triad at the same time, after
+// a barrier, so that the ranks of a node share the memory system as they do in the steps.
+metrics::MemoryBandwidth measure_job_bandwidth(const TrainEnv& env) {
+  int world = 1;
+  if (env.world != MPI_COMM_NULL) MPI_Comm_size(env.world, &world);
+  if (world > 1) MPI_Barrier(env.world);
+  const metrics::MemoryBandwidth own = model::measure_triad_bandwidth(env.cfg->parallel.threads_per_rank, device_of(env));
+  std::vector<double> all(size_t(world), own.bytes_per_s);
+  if (world > 1) MPI_Allgather(&own.bytes_per_s, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, env.world);
+  return metrics::job_bandwidth(own, all);
+}
+
+// What a step must move and compute per rank, by phase (metrics/roofline.hpp; docs/metrics.md).
+void count_step_work(Setup& s, const RunConfig& c, const model::ModelShape& shape, const metrics::LoraSpec& ml,
+                     device::Device& dev) {
+  const metrics::TransformerShape fs = flops_shape(shape);
+  const int world = s.geo.world_size;
+  const bool sharded = c.parallel.strategy == "zero1" || c.parallel.strategy == "zero2" || c.parallel.strategy == "fsdp";
+  metrics::TrafficSpec t;
+  t.tokens = s.geo.micro_batch_tokens();
+  t.grad_accum = s.geo.grad_accum;
+  t.dtype_bytes = int64_t(at::elementSize(s.dtype));
+  t.weight_copy_bytes = model::gemm_weight_copy_bytes(s.dtype, dev);
+  t.activation_checkpointing = c.model.activation_checkpointing;
+  t.optimizer_values = sharded ? (s.layout.trainable_params() + world - 1) / world : s.layout.trainable_params();
+  t.master_is_compute = s.layout.full_finetune && s.dtype == at::kFloat;
+  s.traffic = metrics::training_traffic(fs, ml, t);
+  const metrics::PhaseFlops f =
+      metrics::phase_flops_per_token(fs, ml, s.geo.seq_len, c.model.activation_checkpointing);
+  const double tokens = double(s.geo.micro_batch_tokens()) * s.geo.grad_accum;
+  s.phase_flops = {f.forward * tokens, f.backward * tokens, 0.0};
 }
 
 Setup make_setup(const TrainEnv& env) {
@@ -141,6 +179,14 @@ Setup make_setup(const TrainEnv& env) {
   } else {
     s.peak = calibrate_job_peak(env, s.dtype);
   }
+  if (c.profile.mem_bandwidth_gbs > 0) {
+    s.bandwidth.bytes_per_s = c.profile.mem_bandwidth_gbs * 1e9;
+    s.bandwidth.source = "configured";
+    s.bandwidth.detail = "profile.mem_bandwidth_gbs";
+  } else {
+    s.bandwidth = measure_job_bandwidth(env);
+  }
+  count_step_work(s, c, shape, ml, device_of(env));
 
   s.spec = strategy_spec_of(c);
   s.step = step_config_of(c);
@@ -721,6 +767,9 @@ void Trainer::write_summary(io::RunFileWriter& run) {
   f.trainable_params = s_.layout.trainable_params();
   f.flops_per_token = s_.flops_per_token;
   f.peak = s_.peak;
+  f.bandwidth = s_.bandwidth;
+  f.traffic = s_.traffic;
+  f.phase_flops = s_.phase_flops;
   f.clipped_steps = clipped_steps_;
   f.skipped_steps = skipped_steps_;
   f.empty_steps = empty_steps_;
@@ -779,6 +828,11 @@ int run_training(const TrainEnv& env) {
   log::info("data: " + s.source->describe());
   log::info(strformat("peak: %.1f GFLOP/s per rank (%s: %s)", s.peak.flops_per_s / 1e9, s.peak.source.c_str(),
                       s.peak.detail.c_str()));
+  log::info(strformat("memory bandwidth: %.2f GB/s per rank (%s: %s); a step moves %s per rank (forward %s, "
+                      "backward %s, optimizer %s)",
+                      s.bandwidth.bytes_per_s / 1e9, s.bandwidth.source.c_str(), s.bandwidth.detail.c_str(),
+                      format_bytes(s.traffic.total()).c_str(), format_bytes(s.traffic.forward).c_str(),
+                      format_bytes(s.traffic.backward).c_str(), format_bytes(s.traffic.optimizer).c_str()));
   Trainer t(env, s);
   try {
     return t.run();

@@ -45,6 +45,19 @@ for c in loss tokens_per_s memory phases; do
   grep -q '</svg>' "$work/charts/$c.svg" || fail "chart $c.svg incomplete"
   expect_re "$md" "\\(charts/$c\\.svg\\)"
 done
+# The roofline (tiny.ini configures 50 GFLOP/s and 10 GB/s: the ridge at 5 FLOP/byte). The tiny model's
+# weights are mostly its 151936-row head, read once per pass whatever the tokens: 64 tokens a step (the
+# single run) put the step on compute, 4 tokens (micro-batch 1 of 4) on memory (the head's forward and its
+# input gradient, 4 FLOP per weight byte a token, against the ridge of 5).
+expect_re "$md" '^## Roofline$'
+expect_re "$md" '^\| single \| 50(\.0+)? \| 10(\.0+)? \| configured \| 5(\.0+)? \|$'
+expect_re "$md" '^\| single \| single \| 1 \| \*\*step\*\* \|.*\| compute \|'
+run 0 few.log "$lorabench" "$tiny" --set run.output_dir="$work/few" --set run.name=few --set run.quiet=true \
+  --set train.micro_batch=1 --set data.seq_len=4 --set run.steps=3 --set run.warmup_steps=1
+run 0 report-few.log "$report" "$work/few/few/run.h5" "$out/single/run.h5" -o "$work/report-few.md"
+expect_re "$work/report-few.md" '^\| few \| single \| 1 \| forward \|.*\| \*\*memory\*\* \|'
+expect_re "$work/report-few.md" '^\| few \| single \| 1 \| \*\*step\*\* \|.*\| \*\*memory\*\* \|'
+expect_re "$work/report-few.md" '^\| single \| single \| 1 \| \*\*step\*\* \|.*\| compute \|'
 # A comm run alone, and the same directory twice (duplicates dropped).
 run 0 report2.log "$report" "$out/comm-2/run.h5" "$out" "$out/single/run.h5"
 grep -c '^| single | C1 |' report2.log | grep -qx 1 || fail "single listed more than once"

@@ -30,11 +30,20 @@ case "$case_name" in
     [[ $(count_in log "local rank") -eq 2 ]] || { cat log; fail "expected one start line per rank"; }
     # A calibrated peak is the job's: the best of the ranks' figures, with their range.
     run 0 log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" --set run.name=ddp-cal --set parallel.strategy=ddp \
-      --set profile.peak_gflops=0 --set run.steps=1 --set run.warmup_steps=0 --set run.quiet=false
+      --set profile.peak_gflops=0 --set profile.mem_bandwidth_gbs=0 --set run.steps=1 --set run.warmup_steps=0 \
+      --set run.quiet=false
     line=$(grep -E "^peak: .*calibrated" log) || { cat log; fail "no calibrated peak line"; }
     re="^peak: ([0-9.]+) GFLOP/s per rank .*; the best of 2 ranks' calibrations \(([0-9.]+) to ([0-9.]+) GFLOP/s\)\)$"
     [[ $line =~ $re ]] || fail "peak line: '$line'"
     [[ ${BASH_REMATCH[1]} == "${BASH_REMATCH[3]}" ]] || fail "the job's peak is not the best rank's: '$line'"
+    # The memory bandwidth for the roofline: a triad measured on both ranks at once, the median rank's.
+    line=$(grep -E "^memory bandwidth: .*measured: STREAM-style triad" log) || { cat log; fail "no measured bandwidth"; }
+    re="^memory bandwidth: ([0-9.]+) GB/s per rank .*; the median of 2 ranks measured at once \(([0-9.]+) to ([0-9.]+) GB/s\)\); a step moves "
+    [[ $line =~ $re ]] || fail "bandwidth line: '$line'"
+    python3 -c "import sys; b, lo, hi = map(float, sys.argv[1:]); sys.exit(0 if lo <= b <= hi and lo > 0.1 else 1)" \
+      "${BASH_REMATCH[1]}" "${BASH_REMATCH[2]}" "${BASH_REMATCH[3]}" || fail "bandwidth out of its ranks' range: '$line'"
+    [[ $(h5attr out/ddp-cal/run.h5 /metrics/summary/mem_bandwidth_source) == measured ]] ||
+      fail "mem_bandwidth_source is not measured"
     ;;
   errors)
     printf '[run]\nsteps = 3\n[train]\nlearning_rate = 1e-3\n' >bad.ini

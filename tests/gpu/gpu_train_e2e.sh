@@ -17,9 +17,13 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"
 for dtype in fp32 bf16; do
   "$lb" "$src/inputs/tiny.ini" --set run.steps=20 --set parallel.device=cuda --set model.dtype=$dtype \
-    --set run.name=gpu-$dtype --set profile.peak_gflops=0 >"$work/$dtype.log" 2>&1 ||
+    --set run.name=gpu-$dtype --set profile.peak_gflops=0 --set profile.mem_bandwidth_gbs=0 \
+    >"$work/$dtype.log" 2>&1 ||
     { cat "$work/$dtype.log" >&2; echo "FAIL: the $dtype run failed" >&2; exit 1; }
   grep -q "device cuda:" "$work/$dtype.log" || { cat "$work/$dtype.log" >&2; echo "FAIL: no CUDA device in the log" >&2; exit 1; }
+  # The roofline's bandwidth measured on the GPU (a triad on its memory; an H100/H200's HBM gives TB/s).
+  grep -E "^memory bandwidth: [0-9.]+ GB/s per rank \(measured: STREAM-style triad .* on cuda:" "$work/$dtype.log" ||
+    { cat "$work/$dtype.log" >&2; echo "FAIL: no bandwidth measured on the GPU" >&2; exit 1; }
   "$check" gpu-run "outputs/gpu-$dtype/run.h5" 1 20
   "$check" schema-doc "outputs/gpu-$dtype/run.h5" "$src/docs/hdf5-schema.md"  # a GPU run's attributes too
   # model.cuda_attention = auto: FlashAttention-2 in bf16, the memory-efficient kernel in fp32.

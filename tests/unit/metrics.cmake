@@ -3,7 +3,8 @@
 # else test_metrics_papi_off.cpp; LORABENCH_TEST_HAVE_PAPI says which, and a test checks that it agrees
 # with the library.
 set(_metrics_tests ${CMAKE_CURRENT_LIST_DIR}/test_metrics_papi.cpp ${CMAKE_CURRENT_LIST_DIR}/test_metrics_trace.cpp
-                   ${CMAKE_CURRENT_LIST_DIR}/test_metrics_flops.cpp ${CMAKE_CURRENT_LIST_DIR}/test_metrics_stats.cpp)
+                   ${CMAKE_CURRENT_LIST_DIR}/test_metrics_flops.cpp ${CMAKE_CURRENT_LIST_DIR}/test_metrics_roofline.cpp
+                   ${CMAKE_CURRENT_LIST_DIR}/test_metrics_stats.cpp)
 if(LORABENCH_HAVE_PAPI)
   list(APPEND _metrics_tests ${CMAKE_CURRENT_LIST_DIR}/test_metrics_papi_on.cpp)
 else()

@@ -6,6 +6,7 @@
 #include "lorabench/io/h5.hpp"
 #include "lorabench/io/run_file.hpp"
 #include "lorabench/io/schema.hpp"
+#include "lorabench/metrics/roofline.hpp"
 #include "lorabench/metrics/stats.hpp"
 
 namespace fs = std::filesystem;
@@ -253,6 +254,21 @@ void write_train_fixture(const std::string& dir, const TrainFixture& f) {
     if (a.is_text) w.write_summary(a.name, a.text);
     else w.write_summary(a.name, a.number);
   }
+  if (f.mem_bandwidth > 0) {
+    const std::array<double, 3> measured = {metrics::summarize_ranks(means(per_rank_phase[1])).median,
+                                            metrics::summarize_ranks(means(per_rank_phase[2])).median,
+                                            metrics::summarize_ranks(means(per_rank_phase[4])).median};
+    metrics::StepTraffic traffic;
+    traffic.forward = f.roofline_bytes[0];
+    traffic.backward = f.roofline_bytes[1];
+    traffic.optimizer = f.roofline_bytes[2];
+    metrics::MemoryBandwidth bw{f.mem_bandwidth, "configured", "profile.mem_bandwidth_gbs"};
+    const auto r = metrics::step_roofline(f.roofline_flops, traffic, measured, peak, f.mem_bandwidth);
+    for (const auto& a : metrics::roofline_summary_attributes(r, bw, peak)) {
+      if (a.is_text) w.write_summary(a.name, a.text);
+      else w.write_summary(a.name, a.number);
+    }
+  }
   w.write_summary("clock_sync", "shared clock (one host: CLOCK_MONOTONIC)");
   w.write_summary("clock_offset_error_s", 0.0);
   for (const auto& [k, v] : f.summary) w.write_summary(k, v);
@@ -323,6 +339,11 @@ void write_golden_set(const std::string& dir) {
     const double j = st == 0 ? 0.05 : 0.001 * (st % 2);  // a slow first step (warm-up), then jitter
     return {0.004, 0.015 + j, 0.025, 0.0, 0.005};
   };
+  // On the roofline (50 GFLOP/s, 10 GB/s): forward and backward compute bound (12 and 20 ms against 5 and
+  // 10 ms of bytes), the optimizer memory bound (2 ms): the step compute bound at 34 of its 45 ms.
+  single.mem_bandwidth = 10e9;
+  single.roofline_flops = {0.6e9, 1.0e9, 0.0};
+  single.roofline_bytes = {0.05e9, 0.1e9, 0.02e9};
   write_train_fixture(dir, single);
 
   // ddp: 2 ranks, one all_reduce of 1 MiB per step, 20 ms exposed of which 2 ms waiting for the other rank:
@@ -336,6 +357,10 @@ void write_golden_set(const std::string& dir) {
   };
   ddp.wait = [](int, int, int r) { return r == 0 ? 0.002 : 0.0; };
   ddp.bytes = {1048576.0, 0, 0, 0, 0};
+  // Memory bound on the roofline (forward 12 ms of bytes against 4 of FLOPs, backward 20 against 8).
+  ddp.mem_bandwidth = 10e9;
+  ddp.roofline_flops = {0.2e9, 0.4e9, 0.0};
+  ddp.roofline_bytes = {0.12e9, 0.2e9, 0.01e9};
   ddp.mem_peak = 9 << 20;
   ddp.mem_state = 2 << 20;
   ddp.counter_events = {"PAPI_TOT_INS", "PAPI_TOT_CYC", "perf::TASK-CLOCK"};

@@ -36,6 +36,10 @@ struct TrainFixture {
   std::map<std::string, std::string> config;      // overrides of the default config
   std::map<std::string, std::string> provenance;  // overrides of the default provenance
   std::map<std::string, double> summary;          // further /metrics/summary numbers (e.g. the planner's)
+  // The roofline (metrics/roofline.hpp): per rank and step FLOPs and bytes of forward, backward, optimizer
+  // against this bandwidth (bytes/s; 0 = none, as in files written before it) and the fixture's 50 GFLOP/s.
+  double mem_bandwidth = 0;
+  std::array<double, 3> roofline_flops{}, roofline_bytes{};
   std::vector<std::pair<std::string, std::string>> failed_checks;  // (name, detail): the verdict is then INVALID
 };
 

@@ -4,31 +4,15 @@
 
 #include "lorabench/core/error.hpp"
 #include "lorabench/metrics/flops.hpp"
+#include "flops_shapes_test_util.hpp"
 
 using lorabench::metrics::count_params;
 using lorabench::metrics::LoraSpec;
 using lorabench::metrics::training_flops_per_token;
 using lorabench::metrics::TransformerShape;
 
-namespace {
-
-TransformerShape qwen25_05b() {
-  TransformerShape s;
-  s.layers = 24;
-  s.hidden = 896;
-  s.intermediate = 4864;
-  s.heads = 14;
-  s.kv_heads = 2;
-  s.head_dim = 64;
-  s.vocab = 151936;
-  s.tied_embeddings = true;
-  s.qkv_bias = true;
-  return s;
-}
-
-LoraSpec lora_all7_r16() { return LoraSpec::from_names(true, 16, {"q", "k", "v", "o", "gate", "up", "down"}); }
-
-}  // namespace
+using lbtest::lora_all7_r16;
+using lbtest::qwen25_05b;
 
 TEST(Flops, Qwen25_05bParameterCounts) {
   // Weights per layer (in x out): q 896x896, k 896x128, v 896x128 (2 KV heads x 64), o 896x896,
@@ -77,17 +61,7 @@ TEST(Flops, Qwen25_05bParameterCounts) {
 // Qwen3-0.6B (its config.json): 28 layers, hidden 1024, 16 heads of 128 (q_proj 1024 -> 2048: head_dim is
 // not hidden / heads), 8 KV heads, intermediate 3072, tied embedding, no q/k/v biases, q_norm and k_norm.
 TEST(Flops, Qwen3_06bParameterCountsByHand) {
-  TransformerShape s;
-  s.layers = 28;
-  s.hidden = 1024;
-  s.intermediate = 3072;
-  s.heads = 16;
-  s.kv_heads = 8;
-  s.head_dim = 128;
-  s.vocab = 151936;
-  s.tied_embeddings = true;
-  s.qkv_bias = false;
-  s.qk_norm = true;
+  TransformerShape s = lbtest::qwen3_06b();
   const int64_t q = 1024 * 2048, kv = 1024 * 1024, mlp = 1024 * 3072;
   const int64_t per_layer = 2 * q + 2 * kv + 3 * mlp;  // q, o; k, v; gate, up, down: 15,728,640
   EXPECT_EQ(per_layer, 15728640);
@@ -163,15 +137,7 @@ TEST(Flops, FullFineTuningIsSixNPlusAttention) {
 
 TEST(Flops, GradientPathFollowsWhereAdaptersSit) {
   // Tiny shape: 2 layers, hidden 8, intermediate 16, 2 heads, 1 KV head, head_dim 4, vocab 10, tied.
-  TransformerShape s;
-  s.layers = 2;
-  s.hidden = 8;
-  s.intermediate = 16;
-  s.heads = 2;
-  s.kv_heads = 1;
-  s.head_dim = 4;
-  s.vocab = 10;
-  s.tied_embeddings = true;
+  const TransformerShape s = lbtest::make_shape(2, 8, 16, 2, 1, 4, 10, true, true, false);
   // Weights per layer: q 64, k 32, v 32, o 64, gate 128, up 128, down 128 = 576; head 80.
   // LoRA r=2 on o only: A 8x2 = 16, B 2x8 = 16 per layer.
   const auto f = training_flops_per_token(s, LoraSpec::from_names(true, 2, {"o"}), 3);

@@ -410,6 +410,66 @@ std::vector<std::vector<double>> steps_of(size_t n, std::vector<double> per_rank
 
 }  // namespace
 
+// The roofline names the limit of a step that no other cause holds: memory-bound when the compute phases'
+// bounds add up on memory, compute-bound when more tokens per step put them on compute; with another
+// verdict the roofline follows as "also".
+TEST(Report, AttributionRooflineNamesTheLimit) {
+  const rep::AttributionRules rules;
+  const auto balanced = steps_of(6, {0.100, 0.102});
+  auto cell = [](double flops, double bytes, double measured) {
+    const double frame = 50e9, bw = 10e9;
+    rep::RooflineCell c;
+    c.flops = flops;
+    c.bytes = bytes;
+    c.bound_s = std::max(flops / frame, bytes / bw);
+    c.measured_s = measured;
+    c.fraction = c.bound_s / measured;
+    c.limit = bytes / bw > flops / frame ? "memory" : "compute";
+    return c;
+  };
+  auto with_roofline = [&](rep::AttributionInput in, double tokens) {
+    in.has_roofline = true;
+    in.ridge = 5.0;
+    // forward and backward: 0.1 GB and 0.2 GB of weights and tensors whatever the tokens, 1 MFLOP a token.
+    in.roofline[0] = cell(1e6 * tokens, 0.1e9 + 1e3 * tokens, 0.02);
+    in.roofline[1] = cell(2e6 * tokens, 0.2e9 + 2e3 * tokens, 0.04);
+    in.roofline[2] = cell(0, 0.01e9, 0.002);
+    rep::RooflineCell step;
+    step.bound_s = in.roofline[0].bound_s + in.roofline[1].bound_s + in.roofline[2].bound_s;
+    step.measured_s = 0.062;
+    step.fraction = step.bound_s / step.measured_s;
+    double memory = 0, compute = 0;
+    for (int i = 0; i < 3; ++i) (in.roofline[size_t(i)].limit == "memory" ? memory : compute) += in.roofline[size_t(i)].bound_s;
+    step.limit = memory > compute ? "memory" : "compute";
+    in.roofline[3] = step;
+    return in;
+  };
+  const auto base = attribution_input({0.05, 0.3, 0.5, 0.05, 0.1}, 0.02, 0.03, balanced);
+  // 256 tokens: forward 0.26 GFLOP (5 ms) against 0.1 GB (10 ms): memory bound.
+  const auto few = rep::attribute(with_roofline(base, 256), rules);
+  EXPECT_EQ(few.verdict, "memory-bound");
+  ASSERT_GE(few.evidence.size(), 2u);
+  EXPECT_NE(few.evidence[1].find("on the roofline (docs/metrics.md) forward + backward + optimizer are memory bound"),
+            std::string::npos) << few.evidence[1];
+  EXPECT_NE(few.evidence[1].find("memory bound: forward at 2.6 FLOP/byte, backward at 2.6 FLOP/byte, optimizer (the "
+                                 "ridge is at 5.0 FLOP/byte)"),
+            std::string::npos) << few.evidence[1];
+  // 4096 tokens: 4.1 GFLOP (82 ms) against 0.104 GB (10 ms): compute bound, the optimizer still memory bound.
+  const auto many = rep::attribute(with_roofline(base, 4096), rules);
+  EXPECT_EQ(many.verdict, "compute-bound");
+  EXPECT_NE(many.evidence[1].find("are compute bound"), std::string::npos) << many.evidence[1];
+  EXPECT_NE(many.evidence[1].find("memory bound: optimizer (the ridge"), std::string::npos) << many.evidence[1];
+  // Another cause wins; the roofline follows it.
+  const auto cm = rep::attribute(with_roofline(attribution_input({0.05, 0.3, 0.3, 0.30, 0.05}, 0.02, 0.28, balanced), 256),
+                                 rules);
+  EXPECT_EQ(cm.verdict, "communication-bound");
+  bool also = false;
+  for (const auto& e : cm.evidence) also = also || e.rfind("also on the roofline", 0) == 0;
+  EXPECT_TRUE(also);
+  // A file without the roofline keeps the old verdict.
+  EXPECT_EQ(rep::attribute(base, rules).verdict, "compute-bound");
+}
+
 TEST(Report, AttributionRules) {
   const rep::AttributionRules rules;
   const auto balanced = steps_of(6, {0.100, 0.102});

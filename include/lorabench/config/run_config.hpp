@@ -103,6 +103,7 @@ struct ProfileSection {
   std::vector<std::string> papi_fallback;  // tried when a configured event is unavailable
   bool trace = false;                      // Chrome trace JSON per rank
   double peak_gflops = 0;                  // per-rank peak for MFU; 0 = measure at startup
+  double mem_bandwidth_gbs = 0;            // per-rank memory bandwidth for the roofline; 0 = measure at startup
 };
 
 struct FaultSection {

@@ -40,6 +40,12 @@ at::Tensor gemm(const at::Tensor& a, const at::Tensor& b, CpuBf16Gemm route);
 void gemm_into(at::Tensor& c, const at::Tensor& a, const at::Tensor& b, double alpha, double beta, CpuBf16Gemm route);
 at::Tensor gemm_bias(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b, CpuBf16Gemm route);
 
+// The bytes a GEMM call moves per element of its weight beyond reading it once, for the roofline's byte count
+// (metrics::TrafficSpec::weight_copy_bytes): oneDNN's bf16 GEMM copies the weight into its blocked layout at
+// every call (written and read back: 2 x 2 bytes); MKL's fp32 GEMM packs panels that stay in cache, the
+// fp32 route of bf16 widens the large weights in cache-sized blocks, cuBLAS reads the weight in place: 0.
+int64_t gemm_weight_copy_bytes(at::ScalarType dtype, const device::Device& dev);
+
 // The per-rank peak for MFU: the best of the timed n x n x n GEMMs through gemm() (the model's own GEMM
 // path) in `dtype`, after one warm-up, on `dev` (each timed GEMM waits for the device: on CUDA the cuBLAS
 // kernel's time): at least `repeats` of them (10 on a GPU) and `min_seconds` of them, at most 200.

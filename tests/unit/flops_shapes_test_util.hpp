@@ -1,0 +1,43 @@
+// The published shapes the FLOP and byte tests count by hand (each model's config.json), in one place.
+#pragma once
+
+#include <cstdint>
+
+#include "lorabench/metrics/flops.hpp"
+
+namespace lbtest {
+
+inline lorabench::metrics::TransformerShape make_shape(int64_t layers, int64_t hidden, int64_t intermediate,
+                                                       int64_t heads, int64_t kv_heads, int64_t head_dim,
+                                                       int64_t vocab, bool tied, bool qkv_bias, bool qk_norm) {
+  lorabench::metrics::TransformerShape s;
+  s.layers = layers;
+  s.hidden = hidden;
+  s.intermediate = intermediate;
+  s.heads = heads;
+  s.kv_heads = kv_heads;
+  s.head_dim = head_dim;
+  s.vocab = vocab;
+  s.tied_embeddings = tied;
+  s.qkv_bias = qkv_bias;
+  s.qk_norm = qk_norm;
+  return s;
+}
+
+// Qwen2.5-0.5B: 24 layers, hidden 896, 14 heads of 64, 2 KV heads, intermediate 4864, tied, q/k/v biases.
+inline lorabench::metrics::TransformerShape qwen25_05b() {
+  return make_shape(24, 896, 4864, 14, 2, 64, 151936, true, true, false);
+}
+
+// Qwen3-0.6B: 28 layers, hidden 1024, 16 heads of 128 (q_proj 1024 -> 2048: head_dim is not hidden / heads),
+// 8 KV heads, intermediate 3072, tied, no q/k/v biases, q_norm and k_norm.
+inline lorabench::metrics::TransformerShape qwen3_06b() {
+  return make_shape(28, 1024, 3072, 16, 8, 128, 151936, true, false, true);
+}
+
+// LoRA r 16 on all seven projections (the benchmark's).
+inline lorabench::metrics::LoraSpec lora_all7_r16() {
+  return lorabench::metrics::LoraSpec::from_names(true, 16, {"q", "k", "v", "o", "gate", "up", "down"});
+}
+
+}  // namespace lbtest
