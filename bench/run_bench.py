@@ -164,6 +164,10 @@ def run_lorabench(args, w, snapshot, frame, tag, env):
     tokens = int(s["global_batch_size"]) * int(s["seq_len"])
     return Run("lorabench", step, tokens / step, mem, s["loss_first"], s["flops_per_step"],
                {"loss_last": s["loss_last"], "dtype": summary(path, "/config")["model.dtype"],
+                # the step's roofline (docs/metrics.md): its lower bound at the bench's frame and the bandwidth
+                # lorabench measured on the run's ranks at once; the same work for every side
+                "roofline_bound_s": s.get("roofline_step_bound_s"), "roofline_limit": s.get("roofline_step_limit"),
+                "mem_bandwidth": s.get("mem_bandwidth_per_rank"),
                 "attention_kernel": summary(path, "/provenance").get("attention_kernel", "not recorded"),
                 "run_file": record})
 
@@ -383,6 +387,21 @@ def med(xs):
     return statistics.median(xs)
 
 
+def roofline_of(ours, step_s):
+    """The workload's roofline bound per step (the median of lorabench's runs' roofline_step_bound_s: the
+    compute phases' bytes and FLOPs per rank at the bench's frame and the bandwidth lorabench measured with
+    the workload's ranks at once), the same for every side, and how much of it a side's step achieves. None
+    where lorabench did not run or its files predate the roofline."""
+    bounds = [x.extra.get("roofline_bound_s") for x in (ours or [])]
+    if not bounds or any(b is None for b in bounds):
+        return {"roofline_bound_s": None, "roofline_percent": None, "roofline_limit": None,
+                "bandwidth_gbs": None}
+    bound = med(bounds)
+    limits = sorted({x.extra.get("roofline_limit") for x in ours})
+    return {"roofline_bound_s": bound, "roofline_percent": 100 * bound / step_s, "roofline_limit": "/".join(limits),
+            "bandwidth_gbs": med([x.extra["mem_bandwidth"] for x in ours]) / 1e9}
+
+
 def summarise(args, results, frames):
     """The table's figures as numbers, which render() formats and --evidence stores, so that the evidence
     holds what the table shows: one row per workload and side (medians over the rounds; lorabench's speedup
@@ -398,6 +417,7 @@ def summarise(args, results, frames):
                    "step_s": med([x.step_s for x in rs]), "tokens_per_s": med([x.tokens_per_s for x in rs]),
                    "mem_mib": med([x.mem_mib for x in rs]), "loss0": rs[0].loss0, "speedup": None, "mem_ratio": None}
             row["mfu_percent"] = 100 * flops / row["step_s"] / (frame * w.ranks)
+            row.update(roofline_of(ours, row["step_s"]))
             if ours and side != "lorabench":
                 row["speedup"] = med([x.tokens_per_s for x in ours]) / row["tokens_per_s"]
                 row["mem_ratio"] = med([x.mem_mib for x in ours]) / row["mem_mib"]
@@ -444,14 +464,17 @@ def render(args, facts, figures, results, sweeps):
         "(checked: VALID)")
     add("")
     mem_name = "CUDA peak allocated (MiB)" if args.device == "cuda" else "peak RSS (MiB)"
-    add(f"| workload | side | ranks | step (s) | tokens/s | LoRA-MFU | {mem_name} | step-0 loss | "
-        f"lorabench speedup | lorabench memory / side |")
-    add("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    add(f"| workload | side | ranks | step (s) | tokens/s | LoRA-MFU | roofline bound (s) | of the bound | "
+        f"{mem_name} | step-0 loss | lorabench speedup | lorabench memory / side |")
+    add("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in figures["rows"]:
         ratio = "" if r["speedup"] is None else f"{r['speedup']:.2f}x"
         mem_ratio = "" if r["mem_ratio"] is None else f"{r['mem_ratio']:.2f}"
+        bound = "" if r.get("roofline_bound_s") is None else f"{r['roofline_bound_s']:.3f} ({r['roofline_limit']})"
+        achieved = "" if r.get("roofline_percent") is None else f"{r['roofline_percent']:.1f}%"
         add(f"| {r['workload']} | {r['label']} | {r['ranks']} | {r['step_s']:.3f} | {r['tokens_per_s']:.1f} | "
-            f"{r['mfu_percent']:.1f}% | {r['mem_mib']:.0f} | {r['loss0']:.5f} | {ratio} | {mem_ratio} |")
+            f"{r['mfu_percent']:.1f}% | {bound} | {achieved} | {r['mem_mib']:.0f} | {r['loss0']:.5f} | {ratio} | "
+            f"{mem_ratio} |")
     add("")
     for f in figures["frames"]:
         fs = f["measured_gflops"]
@@ -461,6 +484,13 @@ def render(args, facts, figures, results, sweeps):
             f"spread {f['spread_percent']:.1f}% of the best): {f['how']}")
     add("- LoRA-MFU = the LoRA FLOPs per step of docs/metrics.md (lorabench's record of them checked) / step time "
         "/ (frame x ranks), the same FLOPs for every side")
+    bws = sorted({f"{r['workload']} {r['bandwidth_gbs']:.1f}" for r in figures["rows"] if r.get("bandwidth_gbs")})
+    if bws:
+        add("- roofline bound = the sum over forward, backward and optimizer of max(FLOPs / frame, bytes / bandwidth) per "
+            "rank (docs/metrics.md, \"Bytes and the roofline\"; compute or memory: the limit of the step), from "
+            "lorabench's run files: the frame above and the memory bandwidth lorabench measured per rank with the "
+            "workload's ranks at once (GB/s: " + ", ".join(bws) + "); the same work, so the same bound, for every "
+            "side; of the bound = bound / the side's step time")
     kernels = sorted({x.extra.get("attention_kernel", "") for _, runs in results for x in runs.get("lorabench", [])})
     if kernels:
         add(f"- lorabench's attention kernel (its run files' /provenance/attention_kernel): {', '.join(kernels)}")

@@ -100,15 +100,31 @@ def bench_section(path, ev, out_dir):
     if s["lorabench_set"]:
         lines.append("- lorabench's side ran with keys beyond the workload's (--lorabench-set): "
                      + ", ".join(f"`{x}`" for x in s["lorabench_set"]))
-    lines += ["", f"| workload | side | ranks | step (s) | tokens/s | LoRA-MFU | {s['memory']} | lorabench speedup | "
-                  "lorabench memory / side |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    # The roofline columns where the evidence has them (tables measured before it have none).
+    roofline = any(r.get("roofline_bound_s") is not None for r in t["rows"])
+    extra_head = " roofline bound (s) | of the bound |" if roofline else ""
+    lines += ["", f"| workload | side | ranks | step (s) | tokens/s | LoRA-MFU |{extra_head} {s['memory']} | "
+                  "lorabench speedup | lorabench memory / side |",
+              "| --- | --- | --- | --- | --- | --- |" + (" --- | --- |" if roofline else "") + " --- | --- | --- |"]
     for r in t["rows"]:
         speedup = "" if r["speedup"] is None else fmt("ratio", r["speedup"]) + "x"
         mem_ratio = "" if r["mem_ratio"] is None else fmt("ratio", r["mem_ratio"])
+        extra = ""
+        if roofline:
+            bound = ("" if r.get("roofline_bound_s") is None
+                     else f"{fmt('seconds', r['roofline_bound_s'])} ({r['roofline_limit']})")
+            achieved = "" if r.get("roofline_percent") is None else f"{fmt('rate', r['roofline_percent'])}%"
+            extra = f" {bound} | {achieved} |"
         lines.append(f"| {r['workload']} | {r['label']} | {fmt('whole', r['ranks'])} | {fmt('seconds', r['step_s'])} | "
-                     f"{fmt('rate', r['tokens_per_s'])} | {fmt('rate', r['mfu_percent'])}% | "
+                     f"{fmt('rate', r['tokens_per_s'])} | {fmt('rate', r['mfu_percent'])}% |{extra} "
                      f"{fmt('whole', r['mem_mib'])} | {speedup} | {mem_ratio} |")
     lines.append("")
+    if roofline:
+        bws = sorted({(r["workload"], r["bandwidth_gbs"]) for r in t["rows"] if r.get("bandwidth_gbs") is not None})
+        lines.append("- roofline bound: the compute phases' max(FLOPs / frame, bytes / bandwidth) per step from "
+                     "lorabench's run files (docs/metrics.md), the same for every side; memory bandwidth measured "
+                     "per rank with the workload's ranks at once: "
+                     + ", ".join(f"{w} {fmt('rate', b)} GB/s" for w, b in bws))
     if t["ddp_scaling"]:
         lines.append("- DDP scaling (tokens/s on N ranks over N times one rank's): " + ", ".join(
             f"{x['label']} on {fmt('whole', x['ranks'])} ranks {fmt('rate', x['percent'])}%" for x in t["ddp_scaling"]))

@@ -104,6 +104,13 @@ PY
     for row in "| tiny-$dt | lorabench single | 1 |" "| tiny-$dt | hf-eager | 1 |"; do
       grep -qF -- "$row" "$out" || { cat "$out"; echo "FAIL: no row '$row'"; exit 1; }
     done
+    # The roofline columns: lorabench's bound of the step (compute or memory) for every side, and how much of
+    # it each achieves; the bandwidth lorabench measured named under the table.
+    for side in "lorabench single" hf-eager; do
+      grep -qE "^\| tiny-$dt \| $side \| 1 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+% \| [0-9.]+ \((compute|memory)\) \| [0-9.]+% \|" "$out" ||
+        { cat "$out"; echo "FAIL: no roofline columns in the $side row"; exit 1; }
+    done
+    grep -qE "^- roofline bound = .*GB/s: tiny-$dt [0-9.]+\)" "$out" || { cat "$out"; echo "FAIL: no roofline line"; exit 1; }
     grep -q "INVALID" "$out" "$err" && { cat "$out" "$err"; echo "FAIL: INVALID in a passing run"; exit 1; }
     # the machine's quiet, measured before and after (a figure, a CV and a verdict each time)
     grep -qE "^host noise .* before: [0-9]+ GFLOP/s( \([^)]*\))?, median of [0-9]+ windows .*CV [0-9.]+%\): (quiet|NOT quiet).*; after: [0-9]+ GFLOP/s.*CV [0-9.]+%\): (quiet|NOT quiet)" "$out" ||
