@@ -29,8 +29,7 @@ StepTraffic training_traffic(const TransformerShape& s, const LoraSpec& lora, co
   // Every GEMM weight: the base projections and the head (count_params' matmul) and the LoRA factors.
   const double gemm_values = double(pc.matmul + pc.lora);
   out.weights_per_pass = gemm_values * ds;
-  // The layout copy is made of the base weights (the LoRA factors are r wide; their copies are counted too:
-  // every GEMM operand that is a weight goes through the same call).
+  // The layout copy: every GEMM weight operand, the LoRA factors included, goes through the same call.
   out.copies_per_pass = gemm_values * double(t.weight_copy_bytes);
   const double saved_layer = double(layer_saved_bytes_per_token(s, lora, t.dtype_bytes)) * N;
   const double layer_input = double(s.hidden) * ds * N;  // what checkpointing keeps of a layer
