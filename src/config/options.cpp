@@ -77,8 +77,12 @@ std::string fmt_bool(bool b) { return b ? "true" : "false"; }
 // model::preset_names(), which this layer does not link (Qwen3Shape.ThePresetKeyOffersEveryPreset checks).
 const std::vector<std::string> kPresets = {"tiny",       "small",      "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-3b",
                                            "qwen2.5-7b", "qwen3-tiny", "qwen3-0.6b",   "qwen3-1.7b",   "qwen3-4b",
-                                           "qwen3-8b",   "qwen3-14b",  "qwen3-32b"};
-const std::vector<std::string> kLoraTargets = {"q", "k", "v", "o", "gate", "up", "down"};
+                                           "qwen3-8b",   "qwen3-14b",  "qwen3-32b",  "qwen3.5-tiny",
+                                           "qwen3.5-0.8b", "qwen3.5-2b", "qwen3.5-4b", "qwen3.5-9b", "qwen3.5-27b"};
+// model::proj_short_name's names: the attention's and MLP's projections, then Qwen3.5's linear-attention ones.
+const std::vector<std::string> kLoraTargets = {"q",           "k",         "v",         "o",         "gate",     "up",
+                                               "down",        "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a",
+                                               "out_proj"};
 
 // ---- table builders -------------------------------------------------------------------------------
 
@@ -199,14 +203,15 @@ std::vector<OptionSpec> build_table() {
                [](RC& c, const std::string& v) { c.lora.dropout = to_float(v, 0, 1, false, true); },
                [](const RC& c) { return fmt_float(c.lora.dropout); }});
   t.push_back({"lora.targets", "list", "q,k,v,o,gate,up,down",
-               "projections that get adapters: any of q,k,v,o,gate,up,down",
+               "projections that get adapters: any of q,k,v,o,gate,up,down and, in Qwen3.5's linear-attention "
+               "layers, in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,out_proj",
                [](RC& c, const std::string& v) {
                  auto items = split(v, ',');
-                 if (items.empty()) bad("expected at least one of q,k,v,o,gate,up,down");
+                 if (items.empty()) bad("expected at least one of " + join(kLoraTargets, ","));
                  std::set<std::string> seen;
                  for (const auto& x : items) {
                    if (std::find(kLoraTargets.begin(), kLoraTargets.end(), x) == kLoraTargets.end())
-                     bad("unknown target \"" + x + "\" (expected any of q,k,v,o,gate,up,down)");
+                     bad("unknown target \"" + x + "\" (expected any of " + join(kLoraTargets, ",") + ")");
                    if (!seen.insert(x).second) bad("target \"" + x + "\" listed twice");
                  }
                  c.lora.targets = items;

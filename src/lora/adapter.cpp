@@ -20,8 +20,6 @@ namespace lorabench::lora {
 
 namespace {
 
-const char* kModuleNames[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
   out << text;
@@ -95,7 +93,7 @@ void write_adapter_config(const std::string& dir, const AdapterConfig& c) {
   std::vector<std::string> mods;
   for (int i = 0; i < model::kNumProj; ++i) {
     const std::string shortname = model::proj_short_name(static_cast<model::Proj>(i));
-    if (std::find(c.targets.begin(), c.targets.end(), shortname) != c.targets.end()) mods.push_back(kModuleNames[i]);
+    if (std::find(c.targets.begin(), c.targets.end(), shortname) != c.targets.end()) mods.push_back(model::proj_peft_name(static_cast<model::Proj>(i)));
   }
   j["target_modules"] = mods;
   j["task_type"] = "CAUSAL_LM";
@@ -143,7 +141,7 @@ void save_merged(const std::string& dir, const model::ModelLayout& m, const std:
       if (m.lora.enabled && unit.kind == model::UnitKind::kLayer) {
         for (int i = 0; i < model::kNumProj; ++i) {
           auto p = static_cast<model::Proj>(i);
-          if (!m.lora.targets(p)) continue;
+          if (!m.lora.targets(p) || !model::layer_has_proj(m.shape, unit.layer, p)) continue;
           if (slot.name != model::layer_tensor_name(unit.layer, std::string(model::proj_module_path(p)) + ".weight"))
             continue;
           at::Tensor a = model::slot_view(trainable[u], *unit.find_trainable(model::lora_tensor_name(unit.layer, p, true)));

@@ -14,10 +14,6 @@ namespace fs = std::filesystem;
 
 namespace lorabench::lora {
 
-namespace {
-const char* kModuleNames[] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
-}  // namespace
-
 AdapterConfig read_adapter_config(const std::string& dir) {
   const std::string path = (fs::path(dir) / "adapter_config.json").string();
   nlohmann::json j;
@@ -81,13 +77,17 @@ AdapterConfig read_adapter_config(const std::string& dir) {
   }
   for (int i = 0; i < model::kNumProj; ++i) {
     for (const auto& mname : mods) {
-      if (mname == kModuleNames[i]) c.targets.push_back(model::proj_short_name(static_cast<model::Proj>(i)));
+      if (mname == model::proj_peft_name(static_cast<model::Proj>(i))) c.targets.push_back(model::proj_short_name(static_cast<model::Proj>(i)));
     }
   }
   for (const auto& mname : mods) {
     bool known = false;
-    for (const char* k : kModuleNames) known = known || mname == k;
-    if (!known) throw IoError(path + ": target module \"" + mname + "\" is not one of q/k/v/o/gate/up/down_proj");
+    std::vector<std::string> names;
+    for (int i = 0; i < model::kNumProj; ++i) {
+      names.push_back(model::proj_peft_name(static_cast<model::Proj>(i)));
+      known = known || mname == names.back();
+    }
+    if (!known) throw IoError(path + ": target module \"" + mname + "\" is not one of " + join(names, ", "));
   }
   return c;
 }

@@ -9,9 +9,9 @@ namespace lorabench::metrics {
 
 namespace {
 
-constexpr std::array<LoraTarget, kLoraTargetCount> kTargets = {LoraTarget::kQ,    LoraTarget::kK,  LoraTarget::kV,
-                                                                LoraTarget::kO,    LoraTarget::kGate, LoraTarget::kUp,
-                                                                LoraTarget::kDown};
+constexpr std::array<LoraTarget, kLoraTargetCount> kTargets = {
+    LoraTarget::kQ,      LoraTarget::kK,    LoraTarget::kV,    LoraTarget::kO,    LoraTarget::kGate, LoraTarget::kUp,
+    LoraTarget::kDown,   LoraTarget::kLinQkv, LoraTarget::kLinZ, LoraTarget::kLinB, LoraTarget::kLinA, LoraTarget::kLinOut};
 
 void check_shape(const TransformerShape& s, const LoraSpec& lora) {
   LB_CHECK(s.layers > 0 && s.hidden > 0 && s.intermediate > 0 && s.heads > 0 && s.kv_heads > 0 && s.head_dim > 0 &&
@@ -19,6 +19,17 @@ void check_shape(const TransformerShape& s, const LoraSpec& lora) {
            "transformer shape needs positive sizes");
   LB_CHECK(s.heads % s.kv_heads == 0, "heads must be a multiple of kv_heads");
   LB_CHECK(!lora.enabled || lora.r > 0, "LoRA rank must be positive");
+  LB_CHECK(s.linear.empty() || int64_t(s.linear.size()) == s.layers, "linear must name every layer's kind");
+  if (!s.linear.empty())
+    LB_CHECK(s.lin_k_heads > 0 && s.lin_v_heads > 0 && s.lin_k_dim > 0 && s.lin_v_dim > 0 && s.conv_kernel > 0 &&
+                 s.delta_chunk > 0,
+             "linear-attention layers need positive sizes");
+}
+
+// The gated delta rule's forward FLOPs per token and value head (flops.hpp; docs/metrics.md).
+int64_t delta_rule_flops(const TransformerShape& s) {
+  const int64_t C = s.delta_chunk, dk = s.lin_k_dim, dv = s.lin_v_dim;
+  return C * (5 * dk + 3 * dv) + 6 * dk * dv;
 }
 
 // Accumulates the FLOPs of one weight GEMM (in x out) per token.
@@ -35,8 +46,15 @@ struct GemmCounter {
 }  // namespace
 
 const char* lora_target_name(LoraTarget t) {
-  constexpr const char* kNames[kLoraTargetCount] = {"q", "k", "v", "o", "gate", "up", "down"};
+  constexpr const char* kNames[kLoraTargetCount] = {"q",    "k",           "v",         "o",
+                                                    "gate", "up",          "down",      "in_proj_qkv",
+                                                    "in_proj_z", "in_proj_b", "in_proj_a", "out_proj"};
   return kNames[static_cast<int>(t)];
+}
+
+bool layer_has(const TransformerShape& s, int64_t layer, LoraTarget t) {
+  if (t == LoraTarget::kGate || t == LoraTarget::kUp || t == LoraTarget::kDown) return true;
+  return (static_cast<int>(t) >= static_cast<int>(LoraTarget::kLinQkv)) == s.is_linear(layer);
 }
 
 LoraSpec LoraSpec::from_names(bool enabled, int64_t r, const std::vector<std::string>& names) {
@@ -51,7 +69,11 @@ LoraSpec LoraSpec::from_names(bool enabled, int64_t r, const std::vector<std::st
         known = true;
       }
     }
-    if (!known) throw ConfigError("unknown LoRA target '" + name + "' (expected q,k,v,o,gate,up,down)");
+    if (!known) {
+      std::vector<std::string> all;
+      for (LoraTarget t : kTargets) all.push_back(lora_target_name(t));
+      throw ConfigError("unknown LoRA target '" + name + "' (expected any of " + join(all, ",") + ")");
+    }
   }
   return spec;
 }
@@ -59,8 +81,14 @@ LoraSpec LoraSpec::from_names(bool enabled, int64_t r, const std::vector<std::st
 ProjectionShape projection_shape(const TransformerShape& s, LoraTarget t) {
   const int64_t q_width = s.heads * s.head_dim;
   const int64_t kv_width = s.kv_heads * s.head_dim;
+  const int64_t key = s.lin_k_heads * s.lin_k_dim, value = s.lin_v_heads * s.lin_v_dim;
   switch (t) {
-    case LoraTarget::kQ: return {s.hidden, q_width};
+    case LoraTarget::kQ: return {s.hidden, s.attn_output_gate ? 2 * q_width : q_width};
+    case LoraTarget::kLinQkv: return {s.hidden, 2 * key + value};
+    case LoraTarget::kLinZ: return {s.hidden, value};
+    case LoraTarget::kLinB:
+    case LoraTarget::kLinA: return {s.hidden, s.lin_v_heads};
+    case LoraTarget::kLinOut: return {value, s.hidden};
     case LoraTarget::kK: return {s.hidden, kv_width};
     case LoraTarget::kV: return {s.hidden, kv_width};
     case LoraTarget::kO: return {q_width, s.hidden};
@@ -74,22 +102,33 @@ ProjectionShape projection_shape(const TransformerShape& s, LoraTarget t) {
 ParamCounts count_params(const TransformerShape& s, const LoraSpec& lora) {
   check_shape(s, lora);
   ParamCounts c;
-  int64_t per_layer_matmul = 0;
-  int64_t per_layer_lora = 0;
-  for (LoraTarget t : kTargets) {
-    const ProjectionShape p = projection_shape(s, t);
-    per_layer_matmul += p.in * p.out;
-    if (lora.targeted(t)) per_layer_lora += lora.r * (p.in + p.out);
-  }
   const int64_t head = s.vocab * s.hidden;
   const int64_t embedding = s.vocab * s.hidden;
-  const int64_t qkv_bias = s.qkv_bias ? (s.heads + 2 * s.kv_heads) * s.head_dim : 0;
-  // input_layernorm, post_attention_layernorm (RMSNorm); Qwen3's q_norm and k_norm
-  const int64_t norms_per_layer = 2 * s.hidden + (s.qk_norm ? 2 * s.head_dim : 0);
-  c.matmul = s.layers * per_layer_matmul + head;
-  c.lora = s.layers * per_layer_lora;
-  c.base_total = embedding + s.layers * (per_layer_matmul + qkv_bias + norms_per_layer) + s.hidden /* final norm */ +
-                 (s.tied_embeddings ? 0 : head);
+  int64_t layers_total = 0;
+  for (int64_t layer = 0; layer < s.layers; ++layer) {
+    int64_t matmul = 0, adapters = 0;
+    for (LoraTarget t : kTargets) {
+      if (!layer_has(s, layer, t)) continue;
+      const ProjectionShape p = projection_shape(s, t);
+      matmul += p.in * p.out;
+      if (lora.targeted(t)) adapters += lora.r * (p.in + p.out);
+    }
+    // input_layernorm, post_attention_layernorm (RMSNorm); the attention's q/k/v biases (Qwen2) and per-head q_norm
+    // and k_norm (Qwen3, Qwen3.5); a linear layer's convolution, dt_bias and A_log, and gated norm.
+    int64_t other = 2 * s.hidden;
+    if (s.is_linear(layer)) {
+      other += (2 * s.lin_k_heads * s.lin_k_dim + s.lin_v_heads * s.lin_v_dim) * s.conv_kernel + 2 * s.lin_v_heads +
+               s.lin_v_dim;
+    } else {
+      if (s.qkv_bias) other += (s.heads + 2 * s.kv_heads) * s.head_dim;
+      if (s.qk_norm) other += 2 * s.head_dim;
+    }
+    c.matmul += matmul;
+    c.lora += adapters;
+    layers_total += matmul + other;
+  }
+  c.matmul += head;
+  c.base_total = embedding + layers_total + s.hidden /* final norm */ + (s.tied_embeddings ? 0 : head);
   c.total = c.base_total + c.lora;
   c.trainable = lora.enabled ? c.lora : c.base_total;
   c.frozen_matmul = lora.enabled ? c.matmul : 0;
@@ -119,22 +158,37 @@ FlopsPerToken training_flops_per_token(const TransformerShape& s, const LoraSpec
   bool stream_needs_grad = full;
   const int64_t per_head = seq_len * s.head_dim;  // one query row against T keys, or P row times T values
   for (int64_t layer = 0; layer < s.layers; ++layer) {
-    // Attention block. The RMSNorm weight is trainable only in full fine-tuning, where the stream
-    // already needs a gradient, so the normed input needs one exactly when the stream does.
+    // The token mixer. The RMSNorm weight is trainable only in full fine-tuning, where the stream already needs a
+    // gradient, so the normed input needs one exactly when the stream does.
     const bool x = stream_needs_grad;
-    const bool q = projection(LoraTarget::kQ, x);
-    const bool k = projection(LoraTarget::kK, x);
-    const bool v = projection(LoraTarget::kV, x);
-    f.attention_forward += s.heads * (2 * per_head /* Q·K^T */ + 2 * per_head /* P·V */);
-    int64_t bwd = 0;
-    if (q || k) bwd += 2 * per_head;  // dP = dO·V^T
-    if (v) bwd += 2 * per_head;       // dV = P^T·dO
-    if (q) bwd += 2 * per_head;       // dQ = dS·K
-    if (k) bwd += 2 * per_head;       // dK = dS^T·Q
-    f.attention_backward += s.heads * bwd;
-    const bool attn_out = q || k || v;
-    const bool o = projection(LoraTarget::kO, attn_out);
-    const bool mid = stream_needs_grad || o;
+    bool mixer_out = false;
+    if (s.is_linear(layer)) {
+      // Gated DeltaNet: q|k|v, z, b, a from the input; the delta rule over q, k, v, beta (b) and the decay (a); the
+      // gated norm of its output with z; out_proj.
+      const bool qkv = projection(LoraTarget::kLinQkv, x);
+      const bool z = projection(LoraTarget::kLinZ, x);
+      const bool b = projection(LoraTarget::kLinB, x);
+      const bool a = projection(LoraTarget::kLinA, x);
+      const int64_t delta = s.lin_v_heads * delta_rule_flops(s);
+      f.delta_forward += delta;
+      if (qkv || a || b) f.delta_backward += 2 * delta;
+      mixer_out = qkv || z || a || b || full;
+      mixer_out = projection(LoraTarget::kLinOut, mixer_out);
+    } else {
+      const bool q = projection(LoraTarget::kQ, x);
+      const bool k = projection(LoraTarget::kK, x);
+      const bool v = projection(LoraTarget::kV, x);
+      f.attention_forward += s.heads * (2 * per_head /* Q·K^T */ + 2 * per_head /* P·V */);
+      int64_t bwd = 0;
+      if (q || k) bwd += 2 * per_head;  // dP = dO·V^T
+      if (v) bwd += 2 * per_head;       // dV = P^T·dO
+      if (q) bwd += 2 * per_head;       // dQ = dS·K
+      if (k) bwd += 2 * per_head;       // dK = dS^T·Q
+      f.attention_backward += s.heads * bwd;
+      const bool attn_out = q || k || v;
+      mixer_out = projection(LoraTarget::kO, attn_out);
+    }
+    const bool mid = stream_needs_grad || mixer_out;
     // MLP block.
     const bool gate = projection(LoraTarget::kGate, mid);
     const bool up = projection(LoraTarget::kUp, mid);

@@ -9,14 +9,36 @@
 
 namespace lorabench::metrics {
 
-int64_t layer_saved_bytes_per_token(const TransformerShape& s, const LoraSpec& lora, int64_t ds) {
+int64_t layer_saved_bytes_per_token(const TransformerShape& s, const LoraSpec& lora, int64_t ds, int64_t layer) {
   const int64_t D = s.hidden, I = s.intermediate, H = s.heads, K = s.kv_heads, d = s.head_dim;
   int64_t lora_cols = 0;
-  for (int t = 0; t < kLoraTargetCount; ++t) lora_cols += lora.targeted(LoraTarget(t)) ? lora.r : 0;
-  // x and its rstd, q|k|v, the attention output and its log-sum-exp per head, x2 and its rstd, gate|up, the
-  // LoRA A products; Qwen3: the q/k norms' inputs and their rstd per head.
+  for (int t = 0; t < kLoraTargetCount; ++t)
+    lora_cols += lora.targeted(LoraTarget(t)) && layer_has(s, layer, LoraTarget(t)) ? lora.r : 0;
+  // x and its rstd, x2 and its rstd, gate|up, the LoRA A products: every layer.
+  const int64_t common = D * ds + 4 + D * ds + 4 + 2 * I * ds + lora_cols * ds;
+  if (s.is_linear(layer)) {
+    // in_proj_qkv|z|b|a's outputs, the convolution's output, the delta rule's output, the gated norm's rstd.
+    const int64_t key = s.lin_k_heads * s.lin_k_dim, value = s.lin_v_heads * s.lin_v_dim;
+    const int64_t proj = 2 * key + 2 * value + 2 * s.lin_v_heads;
+    return common + proj * ds + (2 * key + value) * ds + value * ds + s.lin_v_heads * 4;
+  }
+  // q|k|v, the attention output and its log-sum-exp per head; Qwen3: the q/k norms' inputs and their rstd per
+  // head; Qwen3.5: the output gate.
   const int64_t qk_norm = s.qk_norm ? (H + K) * (d * ds + 4) : 0;
-  return D * ds + 4 + (H + 2 * K) * d * ds + H * d * ds + H * 4 + D * ds + 4 + 2 * I * ds + lora_cols * ds + qk_norm;
+  const int64_t gate = s.attn_output_gate ? H * d * ds : 0;
+  return common + (H + 2 * K) * d * ds + H * d * ds + H * 4 + qk_norm + gate;
+}
+
+int64_t saved_bytes_per_token(const TransformerShape& s, const LoraSpec& lora, int64_t ds) {
+  int64_t n = 0;
+  for (int64_t l = 0; l < s.layers; ++l) n += layer_saved_bytes_per_token(s, lora, ds, l);
+  return n;
+}
+
+int64_t max_layer_saved_bytes_per_token(const TransformerShape& s, const LoraSpec& lora, int64_t ds) {
+  int64_t n = 0;
+  for (int64_t l = 0; l < s.layers; ++l) n = std::max(n, layer_saved_bytes_per_token(s, lora, ds, l));
+  return n;
 }
 
 StepTraffic training_traffic(const TransformerShape& s, const LoraSpec& lora, const TrafficSpec& t) {
@@ -31,19 +53,20 @@ StepTraffic training_traffic(const TransformerShape& s, const LoraSpec& lora, co
   out.weights_per_pass = gemm_values * ds;
   // The layout copy: every GEMM weight operand, the LoRA factors included, goes through the same call.
   out.copies_per_pass = gemm_values * double(t.weight_copy_bytes);
-  const double saved_layer = double(layer_saved_bytes_per_token(s, lora, t.dtype_bytes)) * N;
   const double layer_input = double(s.hidden) * ds * N;  // what checkpointing keeps of a layer
-  out.saved_per_pass = L * saved_layer;
+  out.saved_per_pass = double(saved_bytes_per_token(s, lora, t.dtype_bytes)) * N;
   const double embedding = double(s.hidden) * ds * N;  // the rows gathered (read) and the layer-0 input written
   const double head_grad = double(s.hidden) * ds * N;  // the head's input gradient, forward to backward
   const double head_values = double(s.hidden) * double(s.vocab);
 
   // Backward reads a layer weight when its input needs a gradient (dX = dY W^T): every one but the first
-  // layer's q, k, v in LoRA (their input is the frozen embedding). Full fine-tuning's dW = X^T dY reads X
-  // and dY, not W. The head is done in the forward phase.
+  // layer's q, k, v (a linear first layer's in_proj_*) in LoRA (their input is the frozen embedding). Full
+  // fine-tuning's dW = X^T dY reads X and dY, not W. The head is done in the forward phase.
   double first_qkv = 0;
   if (lora.enabled)
-    for (LoraTarget p : {LoraTarget::kQ, LoraTarget::kK, LoraTarget::kV}) {
+    for (LoraTarget p : {LoraTarget::kQ, LoraTarget::kK, LoraTarget::kV, LoraTarget::kLinQkv, LoraTarget::kLinZ,
+                         LoraTarget::kLinB, LoraTarget::kLinA}) {
+      if (!layer_has(s, 0, p)) continue;
       const ProjectionShape ps = projection_shape(s, p);
       first_qkv += double(ps.in * ps.out);
     }

@@ -24,9 +24,11 @@
 
 #include <cstdint>
 
+#include "lorabench/model/shape.hpp"
+
 namespace lorabench::model::delta_rule {
 
-constexpr int64_t kChunk = 64;  // transformers' and flash-linear-attention's chunk size
+constexpr int64_t kChunk = kDeltaRuleChunk;
 
 // o (B, T, Hv, dv) in v's dtype.
 at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,

@@ -1,6 +1,7 @@
 #include "lorabench/model/layout.hpp"
 
 #include <cmath>
+#include <cstring>
 
 #include "lorabench/core/error.hpp"
 #include "lorabench/core/strings.hpp"
@@ -40,14 +41,28 @@ void align(int64_t& numel) { numel = (numel + kAlign - 1) / kAlign * kAlign; }
 }  // namespace
 
 const char* proj_short_name(Proj p) {
-  static const char* n[] = {"q", "k", "v", "o", "gate", "up", "down"};
+  static const char* n[] = {"q",           "k",         "v",         "o",         "gate",     "up",
+                            "down",        "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj"};
   return n[static_cast<int>(p)];
 }
 
 const char* proj_module_path(Proj p) {
-  static const char* n[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                            "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+  static const char* n[] = {"self_attn.q_proj",        "self_attn.k_proj",      "self_attn.v_proj",
+                            "self_attn.o_proj",        "mlp.gate_proj",         "mlp.up_proj",
+                            "mlp.down_proj",           "linear_attn.in_proj_qkv", "linear_attn.in_proj_z",
+                            "linear_attn.in_proj_b",   "linear_attn.in_proj_a", "linear_attn.out_proj"};
   return n[static_cast<int>(p)];
+}
+
+const char* proj_peft_name(Proj p) {
+  const char* path = proj_module_path(p);
+  return std::strchr(path, '.') + 1;
+}
+
+bool layer_has_proj(const ModelShape& s, int64_t layer, Proj p) {
+  if (p == Proj::kGate || p == Proj::kUp || p == Proj::kDown) return true;
+  const bool linear_proj = static_cast<int>(p) >= static_cast<int>(Proj::kLinQkv);
+  return linear_proj == s.is_linear(layer);
 }
 
 double LoraSpec::scaling() const { return rslora ? alpha / std::sqrt(double(r)) : alpha / double(r); }
@@ -139,23 +154,39 @@ ModelLayout build_layout(const ModelShape& s, const LoraSpec& lora) {
     u.layer = i;
     u.name = "layers." + std::to_string(i);
     auto n = [&](const char* suffix) { return layer_tensor_name(i, suffix); };
+    const bool linear = s.is_linear(i);
     add_slot(u.compute, u.compute_numel, n("input_layernorm.weight"), {d});
-    add_packed(u.compute, u.compute_numel, n("self_attn.q_proj.weight"), {qd, d});
-    add_packed(u.compute, u.compute_numel, n("self_attn.k_proj.weight"), {kvd, d});
-    add_packed(u.compute, u.compute_numel, n("self_attn.v_proj.weight"), {kvd, d});
-    align(u.compute_numel);
-    if (s.qkv_bias) {  // Qwen2
-      add_packed(u.compute, u.compute_numel, n("self_attn.q_proj.bias"), {qd});
-      add_packed(u.compute, u.compute_numel, n("self_attn.k_proj.bias"), {kvd});
-      add_packed(u.compute, u.compute_numel, n("self_attn.v_proj.bias"), {kvd});
+    if (linear) {  // Qwen3.5's Gated DeltaNet: the four input projections packed (one GEMM), then its own tensors
+      const int64_t conv = s.lin_conv_dim(), vd = s.lin_value_dim(), hv = s.lin_v_heads;
+      add_packed(u.compute, u.compute_numel, n("linear_attn.in_proj_qkv.weight"), {conv, d});
+      add_packed(u.compute, u.compute_numel, n("linear_attn.in_proj_z.weight"), {vd, d});
+      add_packed(u.compute, u.compute_numel, n("linear_attn.in_proj_b.weight"), {hv, d});
+      add_packed(u.compute, u.compute_numel, n("linear_attn.in_proj_a.weight"), {hv, d});
       align(u.compute_numel);
-    }
-    if (s.qk_norm) {  // Qwen3: one weight per head dimension, shared by the heads
-      add_slot(u.compute, u.compute_numel, n("self_attn.q_norm.weight"), {s.head_dim});
-      add_slot(u.compute, u.compute_numel, n("self_attn.k_norm.weight"), {s.head_dim});
+      add_slot(u.compute, u.compute_numel, n("linear_attn.conv1d.weight"), {conv, 1, s.conv_kernel});
+      add_slot(u.compute, u.compute_numel, n("linear_attn.dt_bias"), {hv});
+      add_slot(u.compute, u.compute_numel, n("linear_attn.A_log"), {hv});
+      add_slot(u.compute, u.compute_numel, n("linear_attn.norm.weight"), {s.lin_v_dim});
+      add_slot(u.compute, u.compute_numel, n("linear_attn.out_proj.weight"), {d, vd});
+    } else {
+      // Qwen3.5's q_proj also gives each head its output gate (q_proj_dim rows).
+      add_packed(u.compute, u.compute_numel, n("self_attn.q_proj.weight"), {s.q_proj_dim(), d});
+      add_packed(u.compute, u.compute_numel, n("self_attn.k_proj.weight"), {kvd, d});
+      add_packed(u.compute, u.compute_numel, n("self_attn.v_proj.weight"), {kvd, d});
       align(u.compute_numel);
+      if (s.qkv_bias) {  // Qwen2
+        add_packed(u.compute, u.compute_numel, n("self_attn.q_proj.bias"), {qd});
+        add_packed(u.compute, u.compute_numel, n("self_attn.k_proj.bias"), {kvd});
+        add_packed(u.compute, u.compute_numel, n("self_attn.v_proj.bias"), {kvd});
+        align(u.compute_numel);
+      }
+      if (s.qk_norm) {  // Qwen3, Qwen3.5: one weight per head dimension, shared by the heads
+        add_slot(u.compute, u.compute_numel, n("self_attn.q_norm.weight"), {s.head_dim});
+        add_slot(u.compute, u.compute_numel, n("self_attn.k_norm.weight"), {s.head_dim});
+        align(u.compute_numel);
+      }
+      add_slot(u.compute, u.compute_numel, n("self_attn.o_proj.weight"), {d, qd});
     }
-    add_slot(u.compute, u.compute_numel, n("self_attn.o_proj.weight"), {d, qd});
     add_slot(u.compute, u.compute_numel, n("post_attention_layernorm.weight"), {d});
     add_packed(u.compute, u.compute_numel, n("mlp.gate_proj.weight"), {inter, d});
     add_packed(u.compute, u.compute_numel, n("mlp.up_proj.weight"), {inter, d});
@@ -163,21 +194,31 @@ ModelLayout build_layout(const ModelShape& s, const LoraSpec& lora) {
     add_slot(u.compute, u.compute_numel, n("mlp.down_proj.weight"), {d, inter});
 
     if (lora.enabled) {
-      // A of q, k, v packed together (one GEMM on the shared input), then their B's; same for gate/up.
-      const int64_t in_dim[kNumProj] = {d, d, d, qd, d, d, inter};
-      const int64_t out_dim[kNumProj] = {qd, kvd, kvd, d, inter, inter, d};
-      auto add_a = [&](Proj p) { add_packed(u.trainable, u.trainable_numel, lora_tensor_name(i, p, true),
-                                            {r, in_dim[static_cast<int>(p)]}); };
-      auto add_b = [&](Proj p) { add_slot(u.trainable, u.trainable_numel, lora_tensor_name(i, p, false),
-                                          {out_dim[static_cast<int>(p)], r}); };
-      for (Proj p : {Proj::kQ, Proj::kK, Proj::kV}) if (lora.targets(p)) add_a(p);
-      align(u.trainable_numel);
-      for (Proj p : {Proj::kQ, Proj::kK, Proj::kV}) if (lora.targets(p)) add_b(p);
-      if (lora.targets(Proj::kO)) { add_a(Proj::kO); align(u.trainable_numel); add_b(Proj::kO); }
-      for (Proj p : {Proj::kGate, Proj::kUp}) if (lora.targets(p)) add_a(p);
-      align(u.trainable_numel);
-      for (Proj p : {Proj::kGate, Proj::kUp}) if (lora.targets(p)) add_b(p);
-      if (lora.targets(Proj::kDown)) { add_a(Proj::kDown); align(u.trainable_numel); add_b(Proj::kDown); }
+      // Each group of projections that read one input: their A's packed together (one GEMM on the shared
+      // input), then their B's. Forward order: q|k|v (or in_proj_qkv|z|b|a), o (or out_proj), gate|up, down.
+      const int64_t in_dim[kNumProj] = {d, d, d, qd, d, d, inter, d, d, d, d, s.lin_value_dim()};
+      const int64_t out_dim[kNumProj] = {s.q_proj_dim(), kvd,      kvd,      d,        inter, inter, d,
+                                         s.lin_conv_dim(), s.lin_value_dim(), s.lin_v_heads, s.lin_v_heads, d};
+      auto group = [&](std::initializer_list<Proj> members) {
+        std::vector<Proj> t;
+        for (Proj p : members)
+          if (lora.targets(p) && layer_has_proj(s, i, p)) t.push_back(p);
+        if (t.empty()) return;
+        for (Proj p : t)
+          add_packed(u.trainable, u.trainable_numel, lora_tensor_name(i, p, true), {r, in_dim[static_cast<int>(p)]});
+        align(u.trainable_numel);
+        for (Proj p : t)
+          add_slot(u.trainable, u.trainable_numel, lora_tensor_name(i, p, false), {out_dim[static_cast<int>(p)], r});
+      };
+      if (linear) {
+        group({Proj::kLinQkv, Proj::kLinZ, Proj::kLinB, Proj::kLinA});
+        group({Proj::kLinOut});
+      } else {
+        group({Proj::kQ, Proj::kK, Proj::kV});
+        group({Proj::kO});
+      }
+      group({Proj::kGate, Proj::kUp});
+      group({Proj::kDown});
     }
     m.units.push_back(u);
   }

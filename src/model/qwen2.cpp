@@ -15,8 +15,10 @@
 #include "lorabench/model/gemm.hpp"
 #include "lorabench/model/weights.hpp"
 #include "attention.hpp"
+#include "delta_rule.hpp"
 #include "kernels.hpp"
 #include "profile_scope.hpp"
+#include "qwen3_5_ops.hpp"
 
 namespace lorabench::model {
 
@@ -42,26 +44,35 @@ at::Tensor dropout_multiplier(const LayerContext& ctx, Proj p, int64_t rows, int
 bool use_dropout(const LayerContext& ctx) { return ctx.dropout.active && ctx.model->lora.dropout > 0; }
 
 // The projections that read the same input, in packed order; `id` indexes LayerCache::la.
+// (A layer is of one kind, so the linear-attention layer's groups reuse the attention's ids.)
 struct Group {
-  Proj members[3];
+  Proj members[4];
   int n;
   int id;
 };
-constexpr Group kQkv{{Proj::kQ, Proj::kK, Proj::kV}, 3, 0};
-constexpr Group kOnlyO{{Proj::kO, Proj::kQ, Proj::kQ}, 1, 1};
-constexpr Group kGateUp{{Proj::kGate, Proj::kUp, Proj::kQ}, 2, 2};
-constexpr Group kOnlyDown{{Proj::kDown, Proj::kQ, Proj::kQ}, 1, 3};
+constexpr Group kQkv{{Proj::kQ, Proj::kK, Proj::kV, Proj::kQ}, 3, 0};
+constexpr Group kOnlyO{{Proj::kO, Proj::kQ, Proj::kQ, Proj::kQ}, 1, 1};
+constexpr Group kGateUp{{Proj::kGate, Proj::kUp, Proj::kQ, Proj::kQ}, 2, 2};
+constexpr Group kOnlyDown{{Proj::kDown, Proj::kQ, Proj::kQ, Proj::kQ}, 1, 3};
+constexpr Group kLinIn{{Proj::kLinQkv, Proj::kLinZ, Proj::kLinB, Proj::kLinA}, 4, 0};
+constexpr Group kLinOut{{Proj::kLinOut, Proj::kQ, Proj::kQ, Proj::kQ}, 1, 1};
 
 // Column range of projection p inside its group's fused output.
 std::pair<int64_t, int64_t> out_range(const ModelShape& s, Proj p) {
+  const int64_t conv = s.lin_conv_dim(), vd = s.lin_value_dim(), hv = s.lin_v_heads;
   switch (p) {
-    case Proj::kQ: return {0, s.q_dim()};
-    case Proj::kK: return {s.q_dim(), s.kv_dim()};
-    case Proj::kV: return {s.q_dim() + s.kv_dim(), s.kv_dim()};
+    case Proj::kQ: return {0, s.q_proj_dim()};
+    case Proj::kK: return {s.q_proj_dim(), s.kv_dim()};
+    case Proj::kV: return {s.q_proj_dim() + s.kv_dim(), s.kv_dim()};
     case Proj::kGate: return {0, s.intermediate};
     case Proj::kUp: return {s.intermediate, s.intermediate};
     case Proj::kO:
-    case Proj::kDown: return {0, s.hidden};
+    case Proj::kDown:
+    case Proj::kLinOut: return {0, s.hidden};
+    case Proj::kLinQkv: return {0, conv};
+    case Proj::kLinZ: return {conv, vd};
+    case Proj::kLinB: return {conv + vd, hv};
+    case Proj::kLinA: return {conv + vd + hv, hv};
   }
   return {0, 0};
 }
@@ -180,24 +191,82 @@ void lora_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGr
   lora_backward_a(ctx, g, grp, packed_a, packed_ga, lora_backward_b(ctx, w, g, grp, packed_a, dout, cache, dx), x);
 }
 
-void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tensor& x, LayerCache& c,
-                  at::Tensor* y_out) {
+// The model's RMSNorm of the residual stream: Qwen2/Qwen3's (the fused kernel where asked) or Qwen3.5's (1 + w).
+at::Tensor norm_forward(const LayerContext& ctx, const at::Tensor& x, const at::Tensor& w, at::Tensor* rstd) {
+  const ModelShape& s = ctx.model->shape;
+  if (s.zero_centred_norm) return qwen3_5::zc_rmsnorm_forward(x, w, s.rms_eps, rstd);
+  return kernels::rmsnorm_forward(ctx.model->kernels.fused, x, w, s.rms_eps, rstd);
+}
+at::Tensor norm_backward(const LayerContext& ctx, const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
+                         const at::Tensor& rstd, const at::Tensor& dw_acc, const at::Tensor& residual) {
+  if (ctx.model->shape.zero_centred_norm) return qwen3_5::zc_rmsnorm_backward(dy, x, w, rstd, dw_acc, residual);
+  return kernels::rmsnorm_backward(ctx.model->kernels.fused, dy, x, w, rstd, dw_acc, residual);
+}
+
+// Qwen3.5's gated attention output: attn * sigmoid(gate), the sigmoid rounded to the model dtype as transformers'.
+at::Tensor gated_output(const at::Tensor& attn, const at::Tensor& gate) {
+  return (attn.to(at::kFloat) * at::sigmoid(gate.to(at::kFloat)).to(gate.scalar_type()).to(at::kFloat))
+      .to(attn.scalar_type());
+}
+
+// Qwen3.5's query heads and output gates: q_proj gives each head its query, then its gate ((N, H, 2d) rows).
+// Returns the attention's q|k|v input (N, (H+2K)d) with each q and k head normalised ((1 + w), per head) and
+// rotated over its first rope_dim dimensions; keeps the gate and the norms' inputs and statistics in c.
+at::Tensor gated_qkv_forward(const LayerContext& ctx, const LayerWeights& w, const at::Tensor& proj, LayerCache& c) {
+  const ModelShape& s = ctx.model->shape;
+  const int64_t N = proj.size(0), H = s.heads, K = s.kv_heads, d = s.head_dim;
+  const at::Tensor qg = proj.narrow(1, 0, 2 * H * d).view({N, H, 2 * d});
+  at::Tensor qkv = at::empty({N, (H + 2 * K) * d}, proj.options());
+  at::Tensor q = qkv.narrow(1, 0, H * d).view({N, H, d});
+  at::Tensor k = qkv.narrow(1, H * d, K * d).view({N, K, d});
+  c.q_pre = qg.narrow(2, 0, d).contiguous();
+  c.k_pre = proj.narrow(1, 2 * H * d, K * d).view({N, K, d}).contiguous();
+  c.gate = qg.narrow(2, d, d).reshape({N, H * d});
+  qkv.narrow(1, (H + K) * d, K * d).copy_(proj.narrow(1, 2 * H * d + K * d, K * d));
+  q.copy_(qwen3_5::zc_rmsnorm_forward(c.q_pre, w.q_norm, s.rms_eps, &c.rstd_q));
+  k.copy_(qwen3_5::zc_rmsnorm_forward(c.k_pre, w.k_norm, s.rms_eps, &c.rstd_k));
+  qwen3_5::rope_partial(q, ctx.rope->cos, ctx.rope->sin, ctx.batch, ctx.seq, /*inverse=*/false);
+  qwen3_5::rope_partial(k, ctx.rope->cos, ctx.rope->sin, ctx.batch, ctx.seq, /*inverse=*/false);
+  return qkv;
+}
+
+// Its backward: from d(q|k|v) of the attention and d(gate), d(q_proj|k_proj|v_proj) (N, (2H+2K)d).
+at::Tensor gated_qkv_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGrads& g, const LayerCache& c,
+                              at::Tensor& dqkv, const at::Tensor& dgate) {
+  const ModelShape& s = ctx.model->shape;
+  const int64_t N = dqkv.size(0), H = s.heads, K = s.kv_heads, d = s.head_dim;
+  at::Tensor dq = dqkv.narrow(1, 0, H * d).view({N, H, d});
+  at::Tensor dk = dqkv.narrow(1, H * d, K * d).view({N, K, d});
+  qwen3_5::rope_partial(dq, ctx.rope->cos, ctx.rope->sin, ctx.batch, ctx.seq, /*inverse=*/true);
+  qwen3_5::rope_partial(dk, ctx.rope->cos, ctx.rope->sin, ctx.batch, ctx.seq, /*inverse=*/true);
+  at::Tensor dproj = at::empty({N, 2 * (H + K) * d}, dqkv.options());
+  at::Tensor dqg = dproj.narrow(1, 0, 2 * H * d).view({N, H, 2 * d});
+  dqg.narrow(2, 0, d).copy_(qwen3_5::zc_rmsnorm_backward(dq, c.q_pre, w.q_norm, c.rstd_q, g.q_norm, at::Tensor()));
+  dqg.narrow(2, d, d).copy_(dgate.view({N, H, d}));
+  dproj.narrow(1, 2 * H * d, K * d).view({N, K, d}).copy_(
+      qwen3_5::zc_rmsnorm_backward(dk, c.k_pre, w.k_norm, c.rstd_k, g.k_norm, at::Tensor()));
+  dproj.narrow(1, 2 * H * d + K * d, K * d).copy_(dqkv.narrow(1, (H + K) * d, K * d));
+  return dproj;
+}
+
+// The attention half of a full-attention layer: the output projection's output (N, D) from the normalised input.
+at::Tensor attention_mixer_forward(const LayerContext& ctx, const LayerWeights& w, at::Tensor h1, LayerCache& c) {
   const ModelShape& s = ctx.model->shape;
   const KernelOptions& k = ctx.model->kernels;
   const int64_t B = ctx.batch, T = ctx.seq;
   const int64_t H = s.heads, K = s.kv_heads, d = s.head_dim;
-
-  c.x = x;
-  at::Tensor h1 = kernels::rmsnorm_forward(k.fused, x, w.ln1, s.rms_eps, &c.rstd1);
   ProfileScope proj("lb::projections");
-  at::Tensor qkv = w.b_qkv.defined() ? gemm_bias(w.b_qkv, h1, w.w_qkv.t()) : gemm(h1, w.w_qkv.t());  // (N, (H+2K)d)
+  // (N, (H+2K)d), or with Qwen3.5's output gates (N, (2H+2K)d)
+  at::Tensor qkv = w.b_qkv.defined() ? gemm_bias(w.b_qkv, h1, w.w_qkv.t()) : gemm(h1, w.w_qkv.t());
   lora_forward(ctx, w, kQkv, w.a_qkv, h1, qkv, &c);
   h1 = at::Tensor();
   proj.end();
   // Rotary embedding in place: q, k and v stay token-major in the projection output, which the attention
   // reads through strided views. Qwen3 first normalises each query and key head (q_norm, k_norm): one pass
-  // that keeps the norms' inputs and statistics for the backward.
-  if (s.qk_norm) {
+  // that keeps the norms' inputs and statistics for the backward. Qwen3.5 separates queries from gates first.
+  if (s.attn_output_gate) {
+    qkv = gated_qkv_forward(ctx, w, qkv, c);
+  } else if (s.qk_norm) {
     kernels::qk_norm_rope(k.fused, qkv, w.q_norm, w.k_norm, s.rms_eps, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d,
                           &c.q_pre, &c.k_pre, &c.rstd_q, &c.rstd_k);
   }
@@ -209,12 +278,52 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
   attn.end();
 
   ProfileScope proj2("lb::projections");
-  at::Tensor ao = gemm(c.attn, w.w_o.t());
-  lora_forward(ctx, w, kOnlyO, w.lora[int(Proj::kO)].a, c.attn, ao, &c);
-  proj2.end();
-  c.x2 = x + ao;
+  const at::Tensor o_in = c.gate.defined() ? gated_output(c.attn, c.gate) : c.attn;
+  at::Tensor ao = gemm(o_in, w.w_o.t());
+  lora_forward(ctx, w, kOnlyO, w.lora[int(Proj::kO)].a, o_in, ao, &c);
+  return ao;
+}
 
-  at::Tensor h2 = kernels::rmsnorm_forward(k.fused, c.x2, w.ln2, s.rms_eps, &c.rstd2);
+// The linear-attention half of a Qwen3.5 layer (Gated DeltaNet): out_proj's output (N, D).
+at::Tensor linear_mixer_forward(const LayerContext& ctx, const LayerWeights& w, at::Tensor h1, LayerCache& c) {
+  const ModelShape& s = ctx.model->shape;
+  const int64_t B = ctx.batch, T = ctx.seq, N = B * T;
+  const int64_t conv = s.lin_conv_dim(), kd = s.lin_key_dim(), vd = s.lin_value_dim(), hv = s.lin_v_heads;
+  ProfileScope proj("lb::projections");
+  c.proj = gemm(h1, w.w_in.t());  // (N, conv + vd + 2 hv): q|k|v, z, b, a
+  lora_forward(ctx, w, kLinIn, w.a_in, h1, c.proj, &c);
+  h1 = at::Tensor();
+  proj.end();
+  ProfileScope mix("lb::linear_attention");
+  c.mixed = qwen3_5::conv_silu_forward(c.proj.narrow(1, 0, conv), w.conv, B, T);
+  const qwen3_5::Gates gates =
+      qwen3_5::gates_forward(c.proj.narrow(1, conv + vd + hv, hv), c.proj.narrow(1, conv + vd, hv), w.a_log, w.dt_bias);
+  c.core = delta_rule::forward(c.mixed.narrow(1, 0, kd).view({B, T, s.lin_k_heads, s.lin_k_dim}),
+                               c.mixed.narrow(1, kd, kd).view({B, T, s.lin_k_heads, s.lin_k_dim}),
+                               c.mixed.narrow(1, 2 * kd, vd).view({B, T, hv, s.lin_v_dim}), gates.g.view({B, T, hv}),
+                               gates.beta.view({B, T, hv}))
+               .view({N, vd});
+  const at::Tensor z = c.proj.narrow(1, conv, vd).reshape({N * hv, s.lin_v_dim});
+  at::Tensor normed = qwen3_5::gated_norm_forward(c.core.view({N * hv, s.lin_v_dim}), z, w.gnorm, s.rms_eps, &c.rstd_g)
+                          .view({N, vd});
+  mix.end();
+  ProfileScope proj2("lb::projections");
+  at::Tensor out = gemm(normed, w.w_out.t());
+  lora_forward(ctx, w, kLinOut, w.lora[int(Proj::kLinOut)].a, normed, out, &c);
+  return out;
+}
+
+void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tensor& x, LayerCache& c,
+                  at::Tensor* y_out) {
+  const KernelOptions& k = ctx.model->kernels;
+  c.x = x;
+  at::Tensor h1 = norm_forward(ctx, x, w.ln1, &c.rstd1);
+  at::Tensor ao = ctx.model->shape.is_linear(ctx.layer) ? linear_mixer_forward(ctx, w, std::move(h1), c)
+                                                        : attention_mixer_forward(ctx, w, std::move(h1), c);
+  c.x2 = x + ao;
+  ao = at::Tensor();
+
+  at::Tensor h2 = norm_forward(ctx, c.x2, w.ln2, &c.rstd2);
   ProfileScope proj3("lb::projections");
   c.gu = gemm(h2, w.w_gu.t());  // (N, 2I)
   lora_forward(ctx, w, kGateUp, w.a_gu, h2, c.gu, &c);
@@ -229,6 +338,92 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
   if (y_out) *y_out = c.x2 + dn;
 }
 
+// Backward of attention_mixer_forward: d(h1) from d(its output) dx2.
+at::Tensor attention_mixer_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGrads& g, LayerCache& c,
+                                    const at::Tensor& dx2) {
+  const ModelShape& s = ctx.model->shape;
+  const KernelOptions& k = ctx.model->kernels;
+  const int64_t B = ctx.batch, T = ctx.seq;
+  const int64_t H = s.heads, K = s.kv_heads, d = s.head_dim;
+  // ---- x2 = x + o(attn(rope(q), rope(k), v) [* sigmoid(gate)]) ----
+  ProfileScope proj3("lb::projections");
+  const at::Tensor o_in = c.gate.defined() ? gated_output(c.attn, c.gate) : c.attn;
+  at::Tensor dattn = gemm(dx2, w.w_o);  // (N, H*d)
+  if (g.w_o.defined()) g.w_o.add_(gemm(dx2.t(), o_in));
+  lora_backward(ctx, w, g, kOnlyO, w.lora[int(Proj::kO)].a, g.lora[int(Proj::kO)].a, o_in, dx2, c, dattn);
+  at::Tensor dgate;
+  if (c.gate.defined()) {  // y = attn * s, s = sigmoid(gate): d attn = dy s, d gate = dy attn s (1 - s)
+    at::Tensor sg = at::sigmoid(c.gate.to(at::kFloat)), dyf = dattn.to(at::kFloat);
+    dgate = (dyf * c.attn.to(at::kFloat) * sg * (1 - sg)).to(dattn.scalar_type());
+    dattn = (dyf * sg).to(dattn.scalar_type());
+  }
+  proj3.end();
+  ProfileScope attn("lb::attention");
+  at::Tensor dqkv = attention_backward(k, dattn, c.qkv, c.attn, c.lse, B, T, H, K, d);  // (N, (H+2K)d)
+  if (!s.qk_norm) kernels::rope_qkv(k.fused, dqkv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d, /*inverse=*/true);
+  attn.end();
+  if (s.attn_output_gate) {
+    dqkv = gated_qkv_backward(ctx, w, g, c, dqkv, dgate);  // (N, (2H+2K)d)
+  } else if (s.qk_norm) {
+    kernels::qk_norm_rope_backward(k.fused, dqkv, w.q_norm, w.k_norm, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d,
+                                   c.q_pre, c.k_pre, c.rstd_q, c.rstd_k, g.q_norm, g.k_norm);
+  }
+  ProfileScope proj4("lb::projections");
+  at::Tensor dh1 = gemm(dqkv, w.w_qkv);  // (N, D)
+  at::Tensor h1 = norm_forward(ctx, c.x, w.ln1, nullptr);
+  if (g.w_qkv.defined()) g.w_qkv.add_(gemm(dqkv.t(), h1));
+  if (g.b_qkv.defined()) g.b_qkv.add_(dqkv.to(at::kFloat).sum(0));
+  lora_backward(ctx, w, g, kQkv, w.a_qkv, g.a_qkv, h1, dqkv, c, dh1);
+  return dh1;
+}
+
+// Backward of linear_mixer_forward: d(h1) from d(its output) dx2.
+at::Tensor linear_mixer_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGrads& g, LayerCache& c,
+                                 const at::Tensor& dx2) {
+  const ModelShape& s = ctx.model->shape;
+  const int64_t B = ctx.batch, T = ctx.seq, N = B * T;
+  const int64_t conv = s.lin_conv_dim(), kd = s.lin_key_dim(), vd = s.lin_value_dim(), hv = s.lin_v_heads;
+  const int64_t dv = s.lin_v_dim;
+  const at::Tensor z = c.proj.narrow(1, conv, vd).reshape({N * hv, dv});
+  const at::Tensor core = c.core.view({N * hv, dv});
+  ProfileScope proj("lb::projections");
+  at::Tensor normed = qwen3_5::gated_norm_forward(core, z, w.gnorm, s.rms_eps, nullptr).view({N, vd});
+  at::Tensor dnormed = gemm(dx2, w.w_out);  // (N, vd)
+  if (g.w_out.defined()) g.w_out.add_(gemm(dx2.t(), normed));
+  lora_backward(ctx, w, g, kLinOut, w.lora[int(Proj::kLinOut)].a, g.lora[int(Proj::kLinOut)].a, normed, dx2, c,
+                dnormed);
+  normed = at::Tensor();
+  proj.end();
+
+  ProfileScope mix("lb::linear_attention");
+  at::Tensor dproj = at::empty({N, s.lin_in_dim()}, dx2.options());
+  at::Tensor dz;
+  at::Tensor dcore = qwen3_5::gated_norm_backward(dnormed.view({N * hv, dv}), core, z, w.gnorm, c.rstd_g, &dz, g.gnorm);
+  dproj.narrow(1, conv, vd).copy_(dz.view({N, vd}));
+  const at::Tensor a = c.proj.narrow(1, conv + vd + hv, hv), b = c.proj.narrow(1, conv + vd, hv);
+  const qwen3_5::Gates gates = qwen3_5::gates_forward(a, b, w.a_log, w.dt_bias);
+  const delta_rule::Grads dr = delta_rule::backward(
+      c.mixed.narrow(1, 0, kd).view({B, T, s.lin_k_heads, s.lin_k_dim}),
+      c.mixed.narrow(1, kd, kd).view({B, T, s.lin_k_heads, s.lin_k_dim}),
+      c.mixed.narrow(1, 2 * kd, vd).view({B, T, hv, dv}), gates.g.view({B, T, hv}), gates.beta.view({B, T, hv}),
+      dcore.view({B, T, hv, dv}));
+  at::Tensor dmixed = at::cat({dr.dq.view({N, kd}), dr.dk.view({N, kd}), dr.dv.view({N, vd})}, 1);
+  dproj.narrow(1, 0, conv).copy_(qwen3_5::conv_silu_backward(dmixed, c.proj.narrow(1, 0, conv), w.conv, B, T, g.conv));
+  at::Tensor da, db;
+  qwen3_5::gates_backward(dr.dg.view({N, hv}), dr.dbeta.view({N, hv}), a, b, w.a_log, w.dt_bias, &da, &db, g.a_log,
+                          g.dt_bias);
+  dproj.narrow(1, conv + vd, hv).copy_(db);
+  dproj.narrow(1, conv + vd + hv, hv).copy_(da);
+  mix.end();
+
+  ProfileScope proj2("lb::projections");
+  at::Tensor dh1 = gemm(dproj, w.w_in);  // (N, D)
+  at::Tensor h1 = norm_forward(ctx, c.x, w.ln1, nullptr);
+  if (g.w_in.defined()) g.w_in.add_(gemm(dproj.t(), h1));
+  lora_backward(ctx, w, g, kLinIn, w.a_in, g.a_in, h1, dproj, c, dh1);
+  return dh1;
+}
+
 }  // namespace
 
 Rope make_rope(const ModelShape& s, int64_t seq, c10::Device device) {
@@ -241,12 +436,12 @@ Rope make_rope(const ModelShape& s, int64_t seq, c10::Device device) {
   using Key = std::tuple<int64_t, double, int64_t, std::string>;
   static auto& cache = *new std::map<Key, Rope>();
   const bool keep = !device.is_cpu();
-  const Key key{s.head_dim, s.rope_theta, seq, device.str()};
+  const Key key{s.rope_dim(), s.rope_theta, seq, device.str()};
   if (keep)
     if (auto it = cache.find(key); it != cache.end()) return it->second;
   Rope r;
   r.seq = seq;
-  const int64_t d = s.head_dim;
+  const int64_t d = s.rope_dim();  // the whole head but in Qwen3.5 (a quarter of it)
   // transformers: inv_freq = 1 / theta ** (arange(0, d, 2).float() / d); freqs = positions x inv_freq.
   at::Tensor exps = at::arange(0, d, 2, at::kLong).to(at::kFloat) / double(d);
   at::Tensor inv = at::pow(s.rope_theta, exps).reciprocal();
@@ -265,12 +460,12 @@ namespace {
 
 // The adapters of a layer inside a flat buffer with the trainable layout (parameters or gradients).
 void bind_lora(const ModelLayout& m, const UnitLayout& u, const at::Tensor& flat, LoraPair* pairs, at::Tensor* a_qkv,
-               at::Tensor* a_gu) {
+               at::Tensor* a_gu, at::Tensor* a_in) {
   const ModelShape& s = m.shape;
   const int64_t r = m.lora.r;
   for (int i = 0; i < kNumProj; ++i) {
     Proj p = static_cast<Proj>(i);
-    if (!m.lora.targets(p)) continue;
+    if (!m.lora.targets(p) || !layer_has_proj(s, u.layer, p)) continue;
     pairs[i].a = slot_view(flat, *u.find_trainable(lora_tensor_name(u.layer, p, true)));
     pairs[i].b = slot_view(flat, *u.find_trainable(lora_tensor_name(u.layer, p, false)));
   }
@@ -278,13 +473,17 @@ void bind_lora(const ModelLayout& m, const UnitLayout& u, const at::Tensor& flat
     int count = 0;
     const Slot* first = nullptr;
     for (int i = 0; i < grp.n; ++i) {
-      if (!m.lora.targets(grp.members[i])) continue;
+      if (!m.lora.targets(grp.members[i]) || !layer_has_proj(s, u.layer, grp.members[i])) continue;
       if (!first) first = u.find_trainable(lora_tensor_name(u.layer, grp.members[i], true));
       ++count;
     }
     return first ? packed_view(flat, *first, count * r, in) : at::Tensor();
   };
-  *a_qkv = packed_a(kQkv, s.hidden);
+  if (s.is_linear(u.layer)) {
+    *a_in = packed_a(kLinIn, s.hidden);
+  } else {
+    *a_qkv = packed_a(kQkv, s.hidden);
+  }
   *a_gu = packed_a(kGateUp, s.hidden);
 }
 
@@ -295,19 +494,30 @@ LayerWeights bind_layer_weights(const ModelLayout& m, const UnitLayout& u, const
   const ModelShape& s = m.shape;
   LayerWeights w;
   auto n = [&](const char* suffix) { return layer_tensor_name(u.layer, suffix); };
-  w.ln1 = slot_view(compute_flat, u.compute_slot(n("input_layernorm.weight")));
-  w.w_qkv = packed_view(compute_flat, u.compute_slot(n("self_attn.q_proj.weight")), s.q_dim() + 2 * s.kv_dim(), s.hidden);
-  if (s.qkv_bias)
-    w.b_qkv = compute_flat.narrow(0, u.compute_slot(n("self_attn.q_proj.bias")).offset, s.q_dim() + 2 * s.kv_dim());
-  if (s.qk_norm) {
-    w.q_norm = slot_view(compute_flat, u.compute_slot(n("self_attn.q_norm.weight")));
-    w.k_norm = slot_view(compute_flat, u.compute_slot(n("self_attn.k_norm.weight")));
+  auto view = [&](const char* suffix) { return slot_view(compute_flat, u.compute_slot(n(suffix))); };
+  w.ln1 = view("input_layernorm.weight");
+  if (s.is_linear(u.layer)) {
+    w.w_in = packed_view(compute_flat, u.compute_slot(n("linear_attn.in_proj_qkv.weight")), s.lin_in_dim(), s.hidden);
+    w.conv = view("linear_attn.conv1d.weight").view({s.lin_conv_dim(), s.conv_kernel});
+    w.dt_bias = view("linear_attn.dt_bias");
+    w.a_log = view("linear_attn.A_log");
+    w.gnorm = view("linear_attn.norm.weight");
+    w.w_out = view("linear_attn.out_proj.weight");
+  } else {
+    w.w_qkv = packed_view(compute_flat, u.compute_slot(n("self_attn.q_proj.weight")), s.q_proj_dim() + 2 * s.kv_dim(),
+                          s.hidden);
+    if (s.qkv_bias)
+      w.b_qkv = compute_flat.narrow(0, u.compute_slot(n("self_attn.q_proj.bias")).offset, s.q_dim() + 2 * s.kv_dim());
+    if (s.qk_norm) {
+      w.q_norm = view("self_attn.q_norm.weight");
+      w.k_norm = view("self_attn.k_norm.weight");
+    }
+    w.w_o = view("self_attn.o_proj.weight");
   }
-  w.w_o = slot_view(compute_flat, u.compute_slot(n("self_attn.o_proj.weight")));
-  w.ln2 = slot_view(compute_flat, u.compute_slot(n("post_attention_layernorm.weight")));
+  w.ln2 = view("post_attention_layernorm.weight");
   w.w_gu = packed_view(compute_flat, u.compute_slot(n("mlp.gate_proj.weight")), 2 * s.intermediate, s.hidden);
-  w.w_down = slot_view(compute_flat, u.compute_slot(n("mlp.down_proj.weight")));
-  if (m.lora.enabled) bind_lora(m, u, trainable_flat, w.lora, &w.a_qkv, &w.a_gu);
+  w.w_down = view("mlp.down_proj.weight");
+  if (m.lora.enabled) bind_lora(m, u, trainable_flat, w.lora, &w.a_qkv, &w.a_gu, &w.a_in);
   return w;
 }
 
@@ -322,21 +532,30 @@ LayerGrads bind_layer_grads(const ModelLayout& m, const UnitLayout& u, const at:
     g.q_norm = w.q_norm;
     g.k_norm = w.k_norm;
     g.w_o = w.w_o;
+    g.w_in = w.w_in;
+    g.conv = w.conv;
+    g.dt_bias = w.dt_bias;
+    g.a_log = w.a_log;
+    g.gnorm = w.gnorm;
+    g.w_out = w.w_out;
     g.ln2 = w.ln2;
     g.w_gu = w.w_gu;
     g.w_down = w.w_down;
   } else {
-    bind_lora(m, u, grad_flat, g.lora, &g.a_qkv, &g.a_gu);
+    bind_lora(m, u, grad_flat, g.lora, &g.a_qkv, &g.a_gu, &g.a_in);
   }
   return g;
 }
 
-at::Tensor rmsnorm_forward(const KernelOptions& k, const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd) {
+at::Tensor rmsnorm_forward(const KernelOptions& k, const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd,
+                           bool zero_centred) {
+  if (zero_centred) return qwen3_5::zc_rmsnorm_forward(x, w, eps, rstd);
   return kernels::rmsnorm_forward(k.fused, x, w, eps, rstd);
 }
 
 at::Tensor rmsnorm_backward(const KernelOptions& k, const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
-                            const at::Tensor& rstd, const at::Tensor& dw_acc) {
+                            const at::Tensor& rstd, const at::Tensor& dw_acc, bool zero_centred) {
+  if (zero_centred) return qwen3_5::zc_rmsnorm_backward(dy, x, w, rstd, dw_acc, at::Tensor());
   return kernels::rmsnorm_backward(k.fused, dy, x, w, rstd, dw_acc, at::Tensor());
 }
 
@@ -381,10 +600,7 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
     at::Tensor x = c.x;
     forward_full(ctx, w, x, c, nullptr);
   }
-  const ModelShape& s = ctx.model->shape;
   const KernelOptions& k = ctx.model->kernels;
-  const int64_t B = ctx.batch, T = ctx.seq;
-  const int64_t H = s.heads, K = s.kv_heads, d = s.head_dim;
 
   // ---- MLP: y = x2 + down(silu(gate) * up) ----
   // The down projection's input a is recomputed by SwiGLU's backward (the forward does not keep it), so its
@@ -402,34 +618,16 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   a = at::Tensor();
   at::Tensor dh2 = gemm(dgu, w.w_gu);  // (N, D)
   // The norms' outputs are recomputed (cheaper than keeping them): the gate/up input.
-  at::Tensor h2 = kernels::rmsnorm_forward(k.fused, c.x2, w.ln2, s.rms_eps, nullptr);
+  at::Tensor h2 = norm_forward(ctx, c.x2, w.ln2, nullptr);
   if (g.w_gu.defined()) g.w_gu.add_(gemm(dgu.t(), h2));
   lora_backward(ctx, w, g, kGateUp, w.a_gu, g.a_gu, h2, dgu, c, dh2);
   proj2.end();
-  at::Tensor dx2 = kernels::rmsnorm_backward(k.fused, dh2, c.x2, w.ln2, c.rstd2, g.ln2, dy);
+  at::Tensor dx2 = norm_backward(ctx, dh2, c.x2, w.ln2, c.rstd2, g.ln2, dy);
 
-  // ---- attention: x2 = x + o(attn(rope(q), rope(k), v)) ----
-  ProfileScope proj3("lb::projections");
-  at::Tensor dattn = gemm(dx2, w.w_o);  // (N, H*d)
-  if (g.w_o.defined()) g.w_o.add_(gemm(dx2.t(), c.attn));
-  lora_backward(ctx, w, g, kOnlyO, w.lora[int(Proj::kO)].a, g.lora[int(Proj::kO)].a, c.attn, dx2, c, dattn);
-  proj3.end();
-  ProfileScope attn("lb::attention");
-  at::Tensor dqkv = attention_backward(k, dattn, c.qkv, c.attn, c.lse, B, T, H, K, d);  // (N, (H+2K)d)
-  if (!s.qk_norm) kernels::rope_qkv(k.fused, dqkv, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d, /*inverse=*/true);
-  attn.end();
-  if (s.qk_norm) {
-    kernels::qk_norm_rope_backward(k.fused, dqkv, w.q_norm, w.k_norm, ctx.rope->cos, ctx.rope->sin, B, T, H, K, d,
-                                   c.q_pre, c.k_pre, c.rstd_q, c.rstd_k, g.q_norm, g.k_norm);
-  }
-  ProfileScope proj4("lb::projections");
-  at::Tensor dh1 = gemm(dqkv, w.w_qkv);  // (N, D)
-  at::Tensor h1 = kernels::rmsnorm_forward(k.fused, c.x, w.ln1, s.rms_eps, nullptr);
-  if (g.w_qkv.defined()) g.w_qkv.add_(gemm(dqkv.t(), h1));
-  if (g.b_qkv.defined()) g.b_qkv.add_(dqkv.to(at::kFloat).sum(0));
-  lora_backward(ctx, w, g, kQkv, w.a_qkv, g.a_qkv, h1, dqkv, c, dh1);
-  proj4.end();
-  return kernels::rmsnorm_backward(k.fused, dh1, c.x, w.ln1, c.rstd1, g.ln1, dx2);
+  // ---- the token mixer: x2 = x + mixer(norm(x)) ----
+  at::Tensor dh1 = ctx.model->shape.is_linear(ctx.layer) ? linear_mixer_backward(ctx, w, g, c, dx2)
+                                                         : attention_mixer_backward(ctx, w, g, c, dx2);
+  return norm_backward(ctx, dh1, c.x, w.ln1, c.rstd1, g.ln1, dx2);
 }
 
 at::Tensor shift_targets(const at::Tensor& labels) {

@@ -91,7 +91,7 @@ MicroResult run_micro(const ModelLayout& m, UnitProvider& p, const MicroBatch& m
   t0 = sys::now_s();
   at::Tensor norm_w = final_norm_of(m, p.compute(kFinal, Pass::kForward));
   at::Tensor rstd;
-  at::Tensor hn = rmsnorm_forward(m.kernels, x, norm_w, m.shape.rms_eps, &rstd);
+  at::Tensor hn = rmsnorm_forward(m.kernels, x, norm_w, m.shape.rms_eps, &rstd, m.shape.zero_centred_norm);
   HeadLoss hl = p.lm_head_loss(m, hn, targets, mb.grad_scale, opt.head_chunk);
   hn = at::Tensor();
   res.loss_sum = hl.loss_sum;
@@ -107,7 +107,7 @@ MicroResult run_micro(const ModelLayout& m, UnitProvider& p, const MicroBatch& m
   pass_edge(Pass::kBackward, true);
   if (kHead != kEmbed) p.backward_done(kHead);
   at::Tensor norm_grad = m.full_finetune ? final_norm_of(m, p.grad(kFinal)) : at::Tensor();
-  at::Tensor dx = rmsnorm_backward(m.kernels, hl.dh, x, norm_w, rstd, norm_grad);
+  at::Tensor dx = rmsnorm_backward(m.kernels, hl.dh, x, norm_w, rstd, norm_grad, m.shape.zero_centred_norm);
   norm_w = at::Tensor();
   p.release(kFinal, Pass::kForward);
   p.backward_done(kFinal);
@@ -171,7 +171,8 @@ at::Tensor forward_logits(const ModelLayout& m, UnitProvider& p, const at::Tenso
     p.release(1 + l, Pass::kForward);
   }
   const int kFinal = m.final_unit(), kHead = m.head_unit();
-  at::Tensor hn = rmsnorm_forward(m.kernels, x, final_norm_of(m, p.compute(kFinal, Pass::kForward)), m.shape.rms_eps, nullptr);
+  at::Tensor hn = rmsnorm_forward(m.kernels, x, final_norm_of(m, p.compute(kFinal, Pass::kForward)), m.shape.rms_eps, nullptr,
+                                  m.shape.zero_centred_norm);
   p.release(kFinal, Pass::kForward);
   if (hidden) hidden->push_back(hn.view({B, T, -1}).to(at::kFloat));
   at::Tensor logits = head_logits(hn, head_of(m, p.compute(kHead, Pass::kForward))).view({B, T, -1});

@@ -29,9 +29,17 @@ uint64_t name_seed(uint64_t seed, const std::string& name) {
 bool is_norm(const std::string& name) { return ends_with(name, "layernorm.weight") || ends_with(name, "norm.weight"); }
 bool is_bias(const std::string& name) { return ends_with(name, ".bias"); }
 
-at::Tensor random_value(const Slot& s, uint64_t seed) {
+at::Tensor random_value(const Slot& s, uint64_t seed, bool zero_centred_norms) {
   at::Tensor v = at::empty(s.shape, at::kFloat);
+  // Qwen3.5's norms scale by (1 + w) and start at 0, but for the linear layers' gated norm (w); its linear layers
+  // start with dt_bias 1 and A = exp(A_log) uniform in [0.01, 16] (transformers' initialisation, a fixed seed).
+  if (zero_centred_norms && is_norm(s.name) && !ends_with(s.name, "linear_attn.norm.weight")) return v.zero_();
   if (is_norm(s.name)) return v.fill_(1.0);
+  if (ends_with(s.name, "linear_attn.dt_bias")) return v.fill_(1.0);
+  if (ends_with(s.name, "linear_attn.A_log")) {
+    at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(name_seed(seed, s.name));
+    return v.uniform_(0.01, 16.0, gen).log_();
+  }
   if (is_bias(s.name)) return v.zero_();
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(name_seed(seed, s.name));
   return v.normal_(0.0, 0.02, gen);
@@ -81,7 +89,7 @@ void init_unit(const ModelLayout& m, int u, const at::Tensor& compute, const at:
   const UnitLayout& unit = m.units[u];
   compute.zero_();  // alignment padding stays zero
   for (const Slot& s : unit.compute) {
-    at::Tensor v = random_value(s, seed);
+    at::Tensor v = random_value(s, seed, m.shape.zero_centred_norm);
     slot_view(compute, s).copy_(v);
     if (m.full_finetune && trainable.defined() && !trainable.is_same(compute)) slot_view(trainable, s).copy_(v);
   }

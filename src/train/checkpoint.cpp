@@ -66,11 +66,19 @@ std::string file_digest(const std::string& path) {
 }
 
 std::string shape_text(const model::ModelShape& s) {
-  return strformat("vocab=%lld hidden=%lld intermediate=%lld layers=%lld heads=%lld kv_heads=%lld head_dim=%lld "
-                   "tied=%s rope_theta=%g",
-                   (long long)s.vocab_size, (long long)s.hidden, (long long)s.intermediate, (long long)s.layers,
-                   (long long)s.heads, (long long)s.kv_heads, (long long)s.head_dim,
-                   s.tie_embeddings ? "true" : "false", s.rope_theta);
+  std::string t = strformat("vocab=%lld hidden=%lld intermediate=%lld layers=%lld heads=%lld kv_heads=%lld head_dim=%lld "
+                            "tied=%s rope_theta=%g",
+                            (long long)s.vocab_size, (long long)s.hidden, (long long)s.intermediate, (long long)s.layers,
+                            (long long)s.heads, (long long)s.kv_heads, (long long)s.head_dim,
+                            s.tie_embeddings ? "true" : "false", s.rope_theta);
+  if (!s.linear.empty()) {  // Qwen3.5: the layer kinds and the linear layers' sizes (other families' text is unchanged)
+    std::string kinds;
+    for (bool l : s.linear) kinds += l ? 'L' : 'F';
+    t += strformat(" family=%s layer_types=%s rotary_dim=%lld linear=%lldx%lld/%lldx%lld conv=%lld", s.family.c_str(),
+                   kinds.c_str(), (long long)s.rope_dim(), (long long)s.lin_k_heads, (long long)s.lin_k_dim,
+                   (long long)s.lin_v_heads, (long long)s.lin_v_dim, (long long)s.conv_kernel);
+  }
+  return t;
 }
 
 std::string fmt(double x) { return strformat("%.10g", x); }

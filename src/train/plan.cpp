@@ -59,9 +59,24 @@ double median(std::vector<double> v) {
 // `dev`: the memory of the first measured step, the median step times, and (CPU) each decoder layer's
 // forward + backward from the per-unit timing hook. That hook reads the host clock, which on a GPU is when
 // the work was queued, not when it ran: there the caller derives a layer's time from two depths instead.
-OneProbe probe_layers(const RunConfig& c, device::Device& dev, int layers, int micro_batch, int seq, bool timed) {
+// The layer kinds a probe can build its models of: the model's own (Qwen2, Qwen3: one kind) or, for a hybrid
+// model, all-full-attention or all-linear-attention models (each kind's layer is measured separately).
+enum class ProbeKind { kModel, kFull, kLinear };
+
+model::ModelShape probe_shape(const RunConfig& c, int64_t layers, ProbeKind kind) {
   model::ModelShape shape = model_shape_of(c);
   shape.layers = layers;
+  if (!shape.linear.empty()) {
+    if (kind == ProbeKind::kModel) shape.linear.resize(size_t(layers));
+    else shape.linear.assign(size_t(layers), kind == ProbeKind::kLinear);
+    if (shape.linear_layers() == 0) shape.linear.clear();
+  }
+  return shape;
+}
+
+OneProbe probe_layers(const RunConfig& c, device::Device& dev, int layers, int micro_batch, int seq, bool timed,
+                      ProbeKind kind) {
+  const model::ModelShape shape = probe_shape(c, layers, kind);
   const model::ModelLayout layout = layout_of(c, shape);
   strategy::StrategySpec spec = strategy_spec_of(c);
   spec.name = "single";
@@ -124,7 +139,6 @@ OneProbe probe_layers(const RunConfig& c, device::Device& dev, int layers, int m
   return p;
 }
 
-double extrapolate(double one, double two, int layers) { return one + double(layers - 1) * (two - one); }
 
 // nccl-tests' bus factor: busbw = algbw x factor.
 double bus_factor(const std::string& op, int world) {
@@ -249,13 +263,25 @@ CommBandwidth bandwidth_from_file(const std::string& path) {
 }
 
 std::pair<int, int64_t> probe_micro_batch(const RunConfig& c, int64_t cap, int64_t budget, int64_t* bytes) {
-  model::ModelShape s2 = model_shape_of(c);
-  s2.layers = std::min<int64_t>(s2.layers, 2);
-  const int64_t state = strategy::predict_model_state("single", layout_of(c, s2), dtype_of(c), 1).total();
+  // The largest of the 2-layer models the probe builds (a hybrid model's: one of each kind).
+  const model::ModelShape whole = model_shape_of(c);
+  std::vector<model::ModelShape> models;
+  if (whole.linear.empty()) {
+    models.push_back(probe_shape(c, std::min<int64_t>(whole.layers, 2), ProbeKind::kModel));
+  } else {
+    if (whole.linear_layers() > 0) models.push_back(probe_shape(c, 2, ProbeKind::kLinear));
+    if (whole.linear_layers() < whole.layers) models.push_back(probe_shape(c, 2, ProbeKind::kFull));
+  }
   const data::BatchGeometry geo = batch_geometry_of(c, 1);
   int Bp = static_cast<int>(std::min<int64_t>(geo.micro_batch, cap / 2));
   int64_t Tp = std::min<int64_t>(geo.seq_len, std::max<int64_t>(2, cap / Bp));
-  auto need = [&] { return state + activation_lower_bound(c, s2, int64_t(Bp) * Tp); };
+  auto need = [&] {
+    int64_t most = 0;
+    for (const auto& s2 : models)
+      most = std::max(most, strategy::predict_model_state("single", layout_of(c, s2), dtype_of(c), 1).total() +
+                                activation_lower_bound(c, s2, int64_t(Bp) * Tp));
+    return most;
+  };
   // Halve the sequences first, then the sequence, down to 128 tokens (the activations scale with tokens;
   // the extrapolation to the run's micro-batch is by tokens too).
   while (need() > budget && int64_t(Bp) * Tp > 128) {
@@ -288,14 +314,23 @@ ProbeResult probe_model(const RunConfig& c, device::Device& dev) {
   }
   // Memory from both. Time on CPU from the 2-layer model only (its per-layer median), so the 1-layer one
   // runs a single measured step; on a GPU a layer's time is the difference of the two models' median
-  // micro-steps (CUDA events; a GPU's step time holds still where a shared CPU's does not).
+  // micro-steps (CUDA events; a GPU's step time holds still where a shared CPU's does not). A hybrid model
+  // (Qwen3.5) is probed per layer kind: 1- and 2-layer models of linear-attention layers and of full-attention
+  // layers, and the model is their shared part plus each kind's layer times its count.
   const bool gpu = dev.is_cuda();
-  // Each model starts from an empty allocator cache (a GPU's: what the 1-layer model left cached would
-  // otherwise shape the 2-layer model's reserved bytes), and the run after the probe does too.
-  const OneProbe one = probe_layers(c, dev, 1, Bp, static_cast<int>(Tp), gpu);
-  dev.release_cached();
-  const OneProbe two = probe_layers(c, dev, 2, Bp, static_cast<int>(Tp), true);
-  dev.release_cached();
+  struct Kind {
+    ProbeKind kind;
+    int64_t count;
+    OneProbe one, two;
+    double layer_s = 0, layer_flops = 0;
+  };
+  std::vector<Kind> kinds;
+  if (shape.linear.empty()) {
+    kinds.push_back({ProbeKind::kModel, L, {}, {}});
+  } else {
+    if (shape.linear_layers() > 0) kinds.push_back({ProbeKind::kLinear, shape.linear_layers(), {}, {}});
+    if (shape.linear_layers() < L) kinds.push_back({ProbeKind::kFull, L - shape.linear_layers(), {}, {}});
+  }
   ProbeResult p;
   p.device = dev.str();
   p.tokens = int64_t(B) * T;
@@ -303,27 +338,49 @@ ProbeResult probe_model(const RunConfig& c, device::Device& dev) {
   const metrics::LoraSpec ml = metrics::LoraSpec::from_names(c.lora.enabled, c.lora.r, c.lora.targets);
   const double fpt = double(metrics::training_flops_per_token(flops_shape(shape), ml, T).total());
   const double fpt_probe = double(metrics::training_flops_per_token(flops_shape(shape), ml, Tp).total());
-  p.activation_bytes = int64_t(std::llround(extrapolate(double(one.activations), double(two.activations), L) * scale_tokens));
-  p.persistent_bytes = std::max(one.persistent, two.persistent);
+  for (Kind& k : kinds) {
+    // Each model starts from an empty allocator cache (a GPU's: what the 1-layer model left cached would
+    // otherwise shape the 2-layer model's reserved bytes), and the run after the probe does too.
+    k.one = probe_layers(c, dev, 1, Bp, static_cast<int>(Tp), gpu, k.kind);
+    dev.release_cached();
+    k.two = probe_layers(c, dev, 2, Bp, static_cast<int>(Tp), true, k.kind);
+    dev.release_cached();
+    k.layer_s = gpu ? std::max(0.0, k.two.micro_s - k.one.micro_s) : k.two.layer_s;
+    // One layer's FLOPs at the probe's micro-batch: the 2-layer model's less the 1-layer model's.
+    k.layer_flops = (double(metrics::training_flops_per_token(flops_shape(probe_shape(c, 2, k.kind)), ml, Tp).total()) -
+                     double(metrics::training_flops_per_token(flops_shape(probe_shape(c, 1, k.kind)), ml, Tp).total())) *
+                    double(int64_t(Bp) * Tp);
+  }
+  // The part every model shares (embedding, head, the step's fixed costs) from the first kind's two models, then
+  // each kind's layers: with one kind, one + (two - one)(L - 1).
+  const Kind& first = kinds.front();
+  auto total = [&](auto of) {
+    double v = of(first.one) - (of(first.two) - of(first.one));
+    for (const Kind& k : kinds) v += double(k.count) * (of(k.two) - of(k.one));
+    return v;
+  };
+  p.activation_bytes =
+      int64_t(std::llround(total([](const OneProbe& o) { return double(o.activations); }) * scale_tokens));
   p.slack_bytes = std::max<int64_t>(
-      0, int64_t(std::llround(extrapolate(double(one.slack), double(two.slack), L) * scale_tokens)));
-  const double layer_s = gpu ? std::max(0.0, two.micro_s - one.micro_s) : two.layer_s;
-  // Time: the 2-layer model's step with its layers replaced by L of them (the per-layer median is robust
-  // where the difference of two step times is not).
-  p.micro_s = (two.micro_s + double(L - 2) * layer_s) * scale_tokens * fpt / fpt_probe;
-  // The update's time follows the trainable parameters, which (LoRA or full fine-tuning alike) are almost all
-  // in the decoder layers.
-  p.optimizer_s = two.optimizer_s * double(L) / 2.0;
-  model::ModelShape s1 = shape;
-  s1.layers = 1;
-  const double layer_flops =
-      (double(metrics::training_flops_per_token(flops_shape(shape), ml, Tp).total()) -
-       double(metrics::training_flops_per_token(flops_shape(s1), ml, Tp).total())) / double(std::max(1, L - 1)) *
-      double(int64_t(Bp) * Tp);
-  p.layer_gflops = L > 1 && layer_s > 0 ? layer_flops / layer_s / 1e9 : 0;
-  p.note = gpu ? strformat("probe: 1- and 2-layer models on %s, micro-batch %d x %lld tokens", p.device.c_str(), Bp,
+      0, int64_t(std::llround(total([](const OneProbe& o) { return double(o.slack); }) * scale_tokens)));
+  // Time: the 2-layer model's step with its layers replaced by the model's (the per-layer median is robust
+  // where the difference of two step times is not). The update's time follows the trainable parameters, which
+  // (LoRA or full fine-tuning alike) are almost all in the decoder layers.
+  double micro = first.two.micro_s - 2.0 * first.layer_s, layers_s = 0, layers_flops = 0;
+  p.optimizer_s = 0;
+  for (const Kind& k : kinds) {
+    p.persistent_bytes = std::max({p.persistent_bytes, k.one.persistent, k.two.persistent});
+    micro += double(k.count) * k.layer_s;
+    layers_s += double(k.count) * k.layer_s;
+    layers_flops += double(k.count) * k.layer_flops;
+    p.optimizer_s += k.two.optimizer_s * double(k.count) / 2.0;
+  }
+  p.micro_s = micro * scale_tokens * fpt / fpt_probe;
+  p.layer_gflops = L > 1 && layers_s > 0 ? layers_flops / layers_s / 1e9 : 0;
+  const std::string models = kinds.size() > 1 ? "1- and 2-layer models of each layer kind" : "1- and 2-layer models";
+  p.note = gpu ? strformat("probe: %s on %s, micro-batch %d x %lld tokens", models.c_str(), p.device.c_str(), Bp,
                            (long long)Tp)
-               : strformat("probe: 1- and 2-layer models, micro-batch %d x %lld tokens, %d thread%s", Bp,
+               : strformat("probe: %s, micro-batch %d x %lld tokens, %d thread%s", models.c_str(), Bp,
                            (long long)Tp, c.parallel.threads_per_rank, c.parallel.threads_per_rank == 1 ? "" : "s");
   if (Bp != B || Tp != T)
     p.note += strformat("; extrapolated to %d x %lld tokens (memory by tokens, time by FLOPs)", B, (long long)T);
@@ -339,10 +396,11 @@ int64_t activation_lower_bound(const RunConfig& c, const model::ModelShape& s, i
   const int64_t ds = at::elementSize(dtype_of(c));
   // What each layer keeps for backward (model/qwen2.hpp's LayerCache; the roofline's byte count counts the
   // same tensors written and read back).
-  const int64_t per_layer = N * metrics::layer_saved_bytes_per_token(flops_shape(s), lora, ds);
+  const metrics::TransformerShape fs = flops_shape(s);
   const int64_t D = s.hidden, layers = s.layers;
-  if (c.model.activation_checkpointing) return layers * N * D * ds + per_layer + N * D * ds;
-  return layers * per_layer + N * D * ds;
+  if (c.model.activation_checkpointing)
+    return layers * N * D * ds + N * metrics::max_layer_saved_bytes_per_token(fs, lora, ds) + N * D * ds;
+  return N * metrics::saved_bytes_per_token(fs, lora, ds) + N * D * ds;
 }
 
 namespace {

@@ -24,10 +24,33 @@ void check_config_fits_model(const RunConfig& c, const model::ModelShape& shape)
                                            "beyond it were never trained; lower data.seq_len",
                                            c.data.seq_len, (long long)shape.max_positions, model.c_str()));
   const metrics::LoraSpec lora = metrics::LoraSpec::from_names(c.lora.enabled, c.lora.r, c.lora.targets);
+  // Qwen3.5 has a tokenizer (vocabulary 248320) and a chat template of its own, neither of which lorabench
+  // bundles or renders: instruction data needs the snapshot's tokenizer and a template named on purpose.
+  if (shape.family == "qwen3_5" && c.data.format != "synthetic") {
+    if (c.data.tokenizer.empty() && c.model.path.empty())
+      problems.add("data.format", strformat("%s data for %s needs Qwen3.5's tokenizer, which lorabench does not "
+                                            "bundle: set model.path to a Qwen3.5 snapshot (its tokenizer.json) or "
+                                            "data.tokenizer, or train on data.format = synthetic",
+                                            c.data.format.c_str(), model.c_str()));
+    if (c.data.chat_template == "auto")
+      problems.add("data.chat_template", strformat("auto has no template for %s: lorabench renders Qwen2.5's and "
+                                                   "Qwen3's, not Qwen3.5's; name one of them on purpose, or train "
+                                                   "on data.format = synthetic",
+                                                   model.c_str()));
+  }
+  const metrics::TransformerShape fs = flops_shape(shape);
   for (int i = 0; i < metrics::kLoraTargetCount; ++i) {
     const auto t = static_cast<metrics::LoraTarget>(i);
     if (!lora.targeted(t)) continue;
-    const metrics::ProjectionShape p = metrics::projection_shape(flops_shape(shape), t);
+    bool present = false;
+    for (int64_t l = 0; l < fs.layers && !present; ++l) present = metrics::layer_has(fs, l, t);
+    if (!present) {
+      problems.add("lora.targets", strformat("names %s, which no layer of %s (%s, %s) has; leave it out",
+                                             metrics::lora_target_name(t), model.c_str(), shape.family.c_str(),
+                                             shape.layer_mix().c_str()));
+      continue;
+    }
+    const metrics::ProjectionShape p = metrics::projection_shape(fs, t);
     if (c.lora.r > std::min(p.in, p.out))
       problems.add("lora.r", strformat("%d is above the smaller dimension of the targeted %s projection (%lld in x "
                                        "%lld out, %s), which bounds the rank of any update to it; lower lora.r or "
@@ -113,6 +136,14 @@ metrics::TransformerShape flops_shape(const model::ModelShape& s) {
   t.tied_embeddings = s.tie_embeddings;
   t.qkv_bias = s.qkv_bias;
   t.qk_norm = s.qk_norm;
+  t.attn_output_gate = s.attn_output_gate;
+  t.linear = s.linear;
+  t.lin_k_heads = s.lin_k_heads;
+  t.lin_v_heads = s.lin_v_heads;
+  t.lin_k_dim = s.lin_k_dim;
+  t.lin_v_dim = s.lin_v_dim;
+  t.conv_kernel = s.conv_kernel;
+  t.delta_chunk = model::kDeltaRuleChunk;
   return t;
 }
 

@@ -53,7 +53,7 @@ device::Device& test_device() { return device::cpu_device(); }
 #endif
 
 // LB_TEST_MODEL names another preset (tests/mpi/strategy.cmake runs qwen3-tiny: head_dim 32 on hidden 64,
-// q/k norms, no q/k/v biases).
+// q/k norms, no q/k/v biases; and qwen3.5-tiny: three Gated DeltaNet layers and one gated full-attention layer).
 model::ModelShape test_shape() {
   model::ModelShape s = model::preset_shape(getenv("LB_TEST_MODEL") ? getenv("LB_TEST_MODEL") : "tiny");
   s.vocab_size = 1000;  // a small vocabulary keeps the head cheap; rows still split unevenly at 3 ranks
@@ -89,7 +89,11 @@ struct Case {
 };
 
 model::ModelLayout layout_of(const Case& c) {
-  model::LoraSpec lora = model::make_lora_spec(c.lora, 4, 8, 0, false, {"q", "k", "v", "o", "gate", "up", "down"});
+  // Every projection the model has: a Qwen3.5 model's linear-attention layers get adapters too.
+  std::vector<std::string> targets = {"q", "k", "v", "o", "gate", "up", "down"};
+  if (test_shape().linear_layers() > 0)
+    for (const char* t : {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj"}) targets.push_back(t);
+  model::LoraSpec lora = model::make_lora_spec(c.lora, 4, 8, 0, false, targets);
   return model::build_layout(test_shape(), lora);
 }
 

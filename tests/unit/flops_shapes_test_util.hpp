@@ -35,6 +35,22 @@ inline lorabench::metrics::TransformerShape qwen3_06b() {
   return make_shape(28, 1024, 3072, 16, 8, 128, 151936, true, false, true);
 }
 
+// Qwen3.5-0.8B's text model: 24 layers, every fourth full attention (8 heads of 256, q_proj 1024 -> 4096 with the
+// output gates, 2 KV heads), the others Gated DeltaNet (16 key heads and 16 value heads of 128, conv kernel 4,
+// chunks of 64), hidden 1024, intermediate 3584, vocabulary 248320, tied.
+inline lorabench::metrics::TransformerShape qwen3_5_08b() {
+  lorabench::metrics::TransformerShape s = make_shape(24, 1024, 3584, 8, 2, 256, 248320, true, false, true);
+  s.attn_output_gate = true;
+  for (int i = 0; i < 24; ++i) s.linear.push_back((i + 1) % 4 != 0);
+  s.lin_k_heads = 16;
+  s.lin_v_heads = 16;
+  s.lin_k_dim = 128;
+  s.lin_v_dim = 128;
+  s.conv_kernel = 4;
+  s.delta_chunk = 64;
+  return s;
+}
+
 // LoRA r 16 on all seven projections (the benchmark's).
 inline lorabench::metrics::LoraSpec lora_all7_r16() {
   return lorabench::metrics::LoraSpec::from_names(true, 16, {"q", "k", "v", "o", "gate", "up", "down"});

@@ -6,6 +6,11 @@
 #include "lorabench/metrics/flops.hpp"
 #include "flops_shapes_test_util.hpp"
 
+using lorabench::metrics::FlopsPerToken;
+using lorabench::metrics::layer_has;
+using lorabench::metrics::LoraTarget;
+using lorabench::metrics::ParamCounts;
+using lorabench::ConfigError;
 using lorabench::metrics::count_params;
 using lorabench::metrics::LoraSpec;
 using lorabench::metrics::training_flops_per_token;
@@ -154,6 +159,41 @@ TEST(Flops, GradientPathFollowsWhereAdaptersSit) {
   // LoRA on q only: layer 0 needs dP and dQ (2 + 2), not dV or dK; layer 1 needs all four.
   const auto g = training_flops_per_token(s, LoraSpec::from_names(true, 2, {"q"}), 3);
   EXPECT_EQ(g.attention_backward, 2 * (2 + 2) * 3 * 4 + 2 * (4 * 2) * 3 * 4);  // 96 + 192
+}
+
+// Qwen3.5-0.8B by hand. A linear layer: in_proj_qkv 1024 x (2 x 16 x 128 + 16 x 128 = 6144), in_proj_z 1024 x 2048,
+// in_proj_b and in_proj_a 1024 x 16, out_proj 2048 x 1024, the MLP 3 x 1024 x 3584: 21,528,576 in GEMMs; the
+// convolution 6144 x 4, dt_bias and A_log 2 x 16, the gated norm 128, two norms 2 x 1024: 21,555,360. A full
+// layer: q_proj 1024 x 4096 (queries and gates), k and v 1024 x 512, o 2048 x 1024, the MLP: 18,350,080 in GEMMs,
+// with q/k norms 2 x 256 and two norms 18,352,640. 18 linear and 6 full layers, the embedding 248320 x 1024,
+// the final norm: 752,393,024.
+TEST(Flops, Qwen3_5_08bParameterCountsAndTheDeltaRuleByHand) {
+  const auto s = lbtest::qwen3_5_08b();
+  const ParamCounts c = count_params(s, LoraSpec{});
+  EXPECT_EQ(c.base_total, 752393024);
+  EXPECT_EQ(c.matmul, 18 * 21528576LL + 6 * 18350080LL + 248320LL * 1024);
+  // LoRA r 8 on in_proj_qkv and out_proj: linear layers only, 8 x (1024 + 6144) + 8 x (2048 + 1024) each.
+  const LoraSpec lin = LoraSpec::from_names(true, 8, {"in_proj_qkv", "out_proj"});
+  EXPECT_EQ(count_params(s, lin).lora, 18 * (8 * (1024 + 6144) + 8 * (2048 + 1024)));
+  // Per token at T = 4096, full fine-tuning: the delta rule 16 value heads x (64 x (5 x 128 + 3 x 128) +
+  // 6 x 128 x 128) = 2,621,440 per linear layer forward, twice that backward; the full layers' attention
+  // 4 x 4096 x 256 per head forward and 8 x backward, as for Qwen3.
+  const FlopsPerToken f = training_flops_per_token(s, LoraSpec{}, 4096);
+  EXPECT_EQ(f.delta_forward, 18 * 2621440LL);
+  EXPECT_EQ(f.delta_backward, 2 * 18 * 2621440LL);
+  EXPECT_EQ(f.attention_forward, 6 * 8 * 4 * 4096LL * 256);
+  EXPECT_EQ(f.attention_backward, 6 * 8 * 8 * 4096LL * 256);
+  EXPECT_EQ(f.forward_matmul, 2 * c.matmul);
+  EXPECT_EQ(f.total(), 6 * c.matmul + 3 * f.delta_forward + 3 * f.attention_forward);
+  // The delta rule does not grow with T: a linear layer's share falls as the full layers' attention rises.
+  EXPECT_EQ(training_flops_per_token(s, LoraSpec{}, 512).delta_forward, f.delta_forward);
+  // LoRA on the MLP only: the first layer (linear) needs no delta-rule backward, every later one does.
+  const LoraSpec mlp = LoraSpec::from_names(true, 8, {"gate", "up", "down"});
+  EXPECT_EQ(training_flops_per_token(s, mlp, 4096).delta_backward, 2 * 17 * 2621440LL);
+  EXPECT_TRUE(layer_has(s, 0, LoraTarget::kLinQkv));
+  EXPECT_FALSE(layer_has(s, 3, LoraTarget::kLinQkv));
+  EXPECT_TRUE(layer_has(s, 3, LoraTarget::kQ));
+  EXPECT_THROW(LoraSpec::from_names(true, 8, {"in_proj_x"}), ConfigError);
 }
 
 TEST(Flops, MfuAndInputChecks) {

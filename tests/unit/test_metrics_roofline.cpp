@@ -33,13 +33,28 @@ m::TrafficSpec bench_spec(int64_t copy_bytes) {
 // 14 x 64 x 2 = 1792 + lse 14 x 4 = 56 + x2 1792 + rstd 4 + gate|up 2 x 4864 x 2 = 19456 + LoRA A products
 // 7 x 16 x 2 = 224: 27424 bytes.
 TEST(Roofline, SavedBytesPerTokenByHand) {
-  EXPECT_EQ(m::layer_saved_bytes_per_token(qwen25_05b(), lora_all7_r16(), 2), 27424);
+  EXPECT_EQ(m::layer_saved_bytes_per_token(qwen25_05b(), lora_all7_r16(), 2, 0), 27424);
   // Without LoRA the A products go; Qwen3's q/k norms add (16 + 8) heads x (128 x 2 + 4) at 0.6B's shape.
-  EXPECT_EQ(m::layer_saved_bytes_per_token(qwen25_05b(), m::LoraSpec{}, 2), 27424 - 224);
+  EXPECT_EQ(m::layer_saved_bytes_per_token(qwen25_05b(), m::LoraSpec{}, 2, 0), 27424 - 224);
   const m::TransformerShape q3 = lbtest::qwen3_06b();
   // 2048 + 4 + (16 + 16) x 128 x 2 + 16 x 128 x 2 + 64 + 2048 + 4 + 2 x 3072 x 2 + 24 x 260
-  EXPECT_EQ(m::layer_saved_bytes_per_token(q3, m::LoraSpec{}, 2),
+  EXPECT_EQ(m::layer_saved_bytes_per_token(q3, m::LoraSpec{}, 2, 0),
             2048 + 4 + 8192 + 4096 + 64 + 2048 + 4 + 12288 + 6240);
+  // Qwen3.5-0.8B, bf16. A linear layer (0): x 2048 + 4, x2 2048 + 4, gate|up 2 x 3584 x 2 = 14336; the four input
+  // projections (6144 + 2048 + 16 + 16) x 2 = 16448, the convolution's output 6144 x 2 = 12288, the delta rule's
+  // output 2048 x 2 = 4096, the gated norm's rstd 16 x 4 = 64. A full layer (3): q|k|v (8 + 4) x 256 x 2 = 6144,
+  // the attention output 4096 + lse 32, the q/k norms (8 + 2) x (512 + 4) = 5160, the output gate 4096.
+  const m::TransformerShape q35 = lbtest::qwen3_5_08b();
+  const int64_t common = 2048 + 4 + 2048 + 4 + 14336;
+  EXPECT_EQ(m::layer_saved_bytes_per_token(q35, m::LoraSpec{}, 2, 0), common + 16448 + 12288 + 4096 + 64);
+  EXPECT_EQ(m::layer_saved_bytes_per_token(q35, m::LoraSpec{}, 2, 3), common + 6144 + 4096 + 32 + 5160 + 4096);
+  EXPECT_EQ(m::saved_bytes_per_token(q35, m::LoraSpec{}, 2),
+            18 * (common + 16448 + 12288 + 4096 + 64) + 6 * (common + 6144 + 4096 + 32 + 5160 + 4096));
+  EXPECT_EQ(m::max_layer_saved_bytes_per_token(q35, m::LoraSpec{}, 2), common + 16448 + 12288 + 4096 + 64);
+  // LoRA on q and in_proj_qkv: each layer keeps only its own adapters' A products.
+  const m::LoraSpec two = m::LoraSpec::from_names(true, 16, {"q", "in_proj_qkv"});
+  EXPECT_EQ(m::layer_saved_bytes_per_token(q35, two, 2, 0) - m::layer_saved_bytes_per_token(q35, m::LoraSpec{}, 2, 0),
+            16 * 2);
 }
 
 // Qwen2.5-0.5B, LoRA r16 on all seven projections, bf16, 256 tokens, one rank.

@@ -85,6 +85,36 @@ TEST(RunSpecs, KeysTheModelBounds) {
   EXPECT_EQ(error_of(c), "");
 }
 
+// Qwen3.5: a LoRA target that no layer has is an error (not fewer adapters); instruction data needs Qwen3.5's own
+// tokenizer and a template chosen on purpose.
+TEST(RunSpecs, LoraTargetsNoLayerHasAreRefusedAndQwen3_5DataNeedsItsTokenizer) {
+  auto error_of = [](const RunConfig& c) -> std::string {
+    try {
+      train::check_config_fits_model(c, train::model_shape_of(c));
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  RunConfig c = parse_run_config("in.ini", "[model]\npreset = qwen3.5-tiny\n[lora]\nr = 4\n"
+                                 "targets = q,k,v,o,gate,up,down,in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,out_proj\n",
+                                 {});
+  EXPECT_EQ(error_of(c), "");
+  c = parse_run_config("in.ini", "[model]\npreset = tiny\n[lora]\ntargets = q,in_proj_qkv\n", {});
+  std::string e = error_of(c);
+  EXPECT_NE(e.find("in.ini:4: lora.targets: names in_proj_qkv, which no layer of the preset tiny (qwen2, 2 layers) has"),
+            std::string::npos)
+      << e;
+  c = parse_run_config("in.ini", "[model]\npreset = qwen3.5-tiny\n[data]\nformat = chat\npath = x.jsonl\n", {});
+  e = error_of(c);
+  EXPECT_NE(e.find("data.format: chat data for the preset qwen3.5-tiny needs Qwen3.5's tokenizer"), std::string::npos)
+      << e;
+  EXPECT_NE(e.find("data.chat_template: auto has no template"), std::string::npos) << e;
+  c.data.tokenizer = "my/tokenizer.json";
+  c.data.chat_template = "qwen3";
+  EXPECT_EQ(error_of(c), "");
+}
+
 // data.chat_template = auto and the bundled tokenizer follow the model family; an explicit template, a
 // data.tokenizer and model.path's tokenizer are the user's.
 TEST(RunSpecs, ChatTemplateAndTokenizerFollowTheFamily) {

@@ -1,5 +1,5 @@
-// FLOP model of LoRA / full fine-tuning of a decoder-only transformer (Qwen2 layout), parameter counts,
-// and MFU. Torch-free: the shape is plain numbers. The formula, its sources and a worked example for
+// FLOP model of LoRA / full fine-tuning of a decoder-only transformer (Qwen2 layout, and Qwen3.5's hybrid of
+// Gated DeltaNet linear-attention and full-attention layers), parameter counts, and MFU. Torch-free: the shape is plain numbers. The formula, its sources and a worked example for
 // Qwen2.5-0.5B are in docs/metrics.md.
 //
 // Counted: every GEMM with a weight (attention projections q,k,v,o; MLP gate,up,down; LM head, also
@@ -32,12 +32,23 @@ struct TransformerShape {
   bool tied_embeddings = false;  // LM head shares the embedding matrix (still one vocab x hidden GEMM)
   bool qkv_bias = true;          // Qwen2: q,k,v projections have biases (parameters, no GEMM FLOPs)
   bool qk_norm = false;          // Qwen3: per-head RMSNorm of q and k (2 x head_dim parameters, no GEMM FLOPs)
+  bool attn_output_gate = false; // Qwen3.5: q_proj also gives every head its output gate (2 x the query rows)
+  // Qwen3.5: linear[i] marks a Gated DeltaNet layer (empty: every layer full attention), with lin_k_heads query
+  // and key heads of lin_k_dim, lin_v_heads value heads of lin_v_dim, a depthwise convolution of conv_kernel
+  // taps over the q|k|v channels, and the delta rule computed in chunks of delta_chunk tokens.
+  std::vector<bool> linear;
+  int64_t lin_k_heads = 0, lin_v_heads = 0, lin_k_dim = 0, lin_v_dim = 0, conv_kernel = 0, delta_chunk = 0;
+
+  bool is_linear(int64_t layer) const { return !linear.empty() && linear[size_t(layer)]; }
 };
 
-// The seven projections LoRA can target, in config order "q,k,v,o,gate,up,down".
-enum class LoraTarget : int { kQ = 0, kK, kV, kO, kGate, kUp, kDown };
-inline constexpr int kLoraTargetCount = 7;
+// The projections LoRA can target, in config order "q,k,v,o,gate,up,down", then Qwen3.5's linear-attention
+// layers' "in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,out_proj".
+enum class LoraTarget : int { kQ = 0, kK, kV, kO, kGate, kUp, kDown, kLinQkv, kLinZ, kLinB, kLinA, kLinOut };
+inline constexpr int kLoraTargetCount = 12;
 const char* lora_target_name(LoraTarget t);  // "q", "k", ...
+// Whether decoder layer `layer` has projection t (the MLP's always; the attention's or the linear layer's).
+bool layer_has(const TransformerShape& shape, int64_t layer, LoraTarget t);
 
 struct LoraSpec {
   bool enabled = false;  // false = full fine-tuning of every parameter
@@ -46,7 +57,7 @@ struct LoraSpec {
 
   bool targeted(LoraTarget t) const { return enabled && targets[static_cast<int>(t)]; }
 
-  // From config names (subset of q,k,v,o,gate,up,down). Throws ConfigError on an unknown name.
+  // From config names (subset of lora_target_name's). Throws ConfigError on an unknown name.
   static LoraSpec from_names(bool enabled, int64_t r, const std::vector<std::string>& names);
 };
 
@@ -59,7 +70,7 @@ ProjectionShape projection_shape(const TransformerShape& shape, LoraTarget t);
 
 struct ParamCounts {
   int64_t base_total = 0;     // every parameter of the base model (embedding counted once if tied)
-  int64_t matmul = 0;         // weights that take part in GEMMs: q,k,v,o, gate,up,down (all layers), LM head
+  int64_t matmul = 0;         // weights that take part in GEMMs: every layer's projections, LM head
   int64_t lora = 0;           // LoRA A (in x r) and B (r x out) over all layers and targets
   int64_t total = 0;          // base_total + lora
   int64_t trainable = 0;      // lora (LoRA on) or base_total (full fine-tuning)
@@ -75,9 +86,11 @@ struct FlopsPerToken {
   int64_t backward_weight = 0;     // 2 per trainable matmul weight
   int64_t attention_forward = 0;   // Q·K^T and P·V: 4·T·head_dim per head per layer
   int64_t attention_backward = 0;  // dP, dS->dQ, dK, dV: up to 8·T·head_dim per head per layer
+  int64_t delta_forward = 0;       // the linear layers' gated delta rule, per value head C(5dk+3dv) + 6dk·dv
+  int64_t delta_backward = 0;      // twice that, where its inputs need a gradient
 
-  int64_t forward() const { return forward_matmul + attention_forward; }
-  int64_t backward() const { return backward_input + backward_weight + attention_backward; }
+  int64_t forward() const { return forward_matmul + attention_forward + delta_forward; }
+  int64_t backward() const { return backward_input + backward_weight + attention_backward + delta_backward; }
   int64_t total() const { return forward() + backward(); }
 };
 // REQUIRES: seq_len > 0 and what count_params requires.

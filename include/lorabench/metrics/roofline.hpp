@@ -41,11 +41,16 @@ struct TrafficSpec {
   bool master_is_compute = false;  // fp32 full fine-tuning: the master weights are the compute weights
 };
 
-// The tensors one decoder layer keeps for backward, per token, in bytes (lorabench's LayerCache: the layer
+// The tensors decoder layer `layer` keeps for backward, per token, in bytes (lorabench's LayerCache: the layer
 // input, the norms' statistics, q|k|v, the attention output and its log-sum-exp, the MLP input, gate|up,
-// the LoRA A products; Qwen3's q/k norm inputs and statistics). The planner's activation lower bound is
-// made of the same figure (train/plan.cpp).
-int64_t layer_saved_bytes_per_token(const TransformerShape& shape, const LoraSpec& lora, int64_t dtype_bytes);
+// the LoRA A products; Qwen3's q/k norm inputs and statistics, Qwen3.5's output gate; a linear-attention
+// layer's projections, convolution output, delta-rule output and gated-norm statistics instead of the
+// attention's). The planner's activation lower bound is made of the same figure (train/plan.cpp).
+int64_t layer_saved_bytes_per_token(const TransformerShape& shape, const LoraSpec& lora, int64_t dtype_bytes,
+                                    int64_t layer);
+// The sum over the layers, and the largest one (what activation checkpointing recomputes at a time).
+int64_t saved_bytes_per_token(const TransformerShape& shape, const LoraSpec& lora, int64_t dtype_bytes);
+int64_t max_layer_saved_bytes_per_token(const TransformerShape& shape, const LoraSpec& lora, int64_t dtype_bytes);
 
 // Bytes per rank and step, by phase.
 struct StepTraffic {

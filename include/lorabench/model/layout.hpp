@@ -17,10 +17,15 @@
 
 namespace lorabench::model {
 
-enum class Proj : int { kQ = 0, kK, kV, kO, kGate, kUp, kDown };
-constexpr int kNumProj = 7;
-const char* proj_short_name(Proj p);   // "q", "k", ..., as in lora.targets
-const char* proj_module_path(Proj p);  // "self_attn.q_proj", "mlp.down_proj", ...
+// The linear projections LoRA can adapt: the attention's and the MLP's, and Qwen3.5's linear-attention layers'
+// (in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj). A layer has the MLP's and those of its kind.
+enum class Proj : int { kQ = 0, kK, kV, kO, kGate, kUp, kDown, kLinQkv, kLinZ, kLinB, kLinA, kLinOut };
+constexpr int kNumProj = 12;
+const char* proj_short_name(Proj p);   // "q", "k", ..., "in_proj_qkv", ..., as in lora.targets
+const char* proj_module_path(Proj p);  // "self_attn.q_proj", "mlp.down_proj", "linear_attn.out_proj", ...
+const char* proj_peft_name(Proj p);    // the module's own name, as PEFT's target_modules has it: "q_proj", ...
+// Whether decoder layer `layer` of this shape has projection p.
+bool layer_has_proj(const ModelShape& s, int64_t layer, Proj p);
 
 struct LoraSpec {
   bool enabled = true;
@@ -28,7 +33,9 @@ struct LoraSpec {
   double alpha = 32;
   double dropout = 0;
   bool rslora = false;
-  bool target[kNumProj] = {true, true, true, true, true, true, true};
+  // Default: the seven projections of Qwen2/Qwen3 (lora.targets' default); Qwen3.5's linear-attention
+  // projections when asked for by name.
+  bool target[kNumProj] = {true, true, true, true, true, true, true, false, false, false, false, false};
   double scaling() const;  // alpha / r, or alpha / sqrt(r) with rslora
   bool targets(Proj p) const { return enabled && target[static_cast<int>(p)]; }
   std::vector<std::string> target_names() const;
@@ -99,6 +106,7 @@ ModelLayout build_layout(const ModelShape& shape, const LoraSpec& lora);
 // Hugging Face names of decoder layer i: "model.layers.<i>.<suffix>".
 std::string layer_tensor_name(int layer, const std::string& suffix);
 // PEFT name of a LoRA matrix: "base_model.model.model.layers.<i>.<module>.lora_<A|B>.weight".
+// (Only for a projection the layer has.)
 std::string lora_tensor_name(int layer, Proj p, bool a);
 
 }  // namespace lorabench::model

@@ -28,7 +28,8 @@
 
 namespace lorabench::model {
 
-// Rotary tables for positions 0..T-1: cos and sin of (T, d/2), fp32, computed as transformers does.
+// Rotary tables for positions 0..T-1: cos and sin of (T, r/2), fp32, computed as transformers does (r: the rotated
+// dimensions of a head, ModelShape::rope_dim).
 struct Rope {
   int64_t seq = 0;
   at::Tensor cos, sin;
@@ -41,19 +42,27 @@ struct LoraPair {
 };
 
 // Views of one decoder layer's full weights. Base weights are in the model dtype; LoRA in fp32.
+// A full-attention layer has the attention's members, a linear-attention layer (Qwen3.5, ModelShape::is_linear)
+// the linear ones; both have the norms and the MLP.
 struct LayerWeights {
   at::Tensor ln1, w_qkv, b_qkv, w_o, ln2, w_gu, w_down;  // w_qkv ((H+2K)d, D), w_gu (2I, D); b_qkv: Qwen2 only
-  at::Tensor q_norm, k_norm;                              // (d): Qwen3 only (ModelShape::qk_norm)
+                                                          // (Qwen3.5: q_proj's rows are each head's query, then
+                                                          // its output gate: w_qkv ((2H+2K)d, D))
+  at::Tensor q_norm, k_norm;                              // (d): Qwen3, Qwen3.5 (ModelShape::qk_norm)
+  // Linear attention: in_proj_qkv|z|b|a packed (lin_in_dim, D), the depthwise convolution (conv_dim, kernel),
+  // dt_bias and A_log (Hv), the gated norm's weight (dv), out_proj (D, Hv*dv).
+  at::Tensor w_in, conv, dt_bias, a_log, gnorm, w_out;
   LoraPair lora[kNumProj];
-  at::Tensor a_qkv, a_gu;  // the A matrices of the targeted q/k/v (gate/up), packed: (n*r, in)
+  at::Tensor a_qkv, a_gu, a_in;  // the A matrices of the targeted q/k/v (gate/up, in_proj_*), packed: (n*r, in)
 };
 
 // Views into an fp32 gradient buffer; undefined members are not trained. Backward accumulates (+=).
 struct LayerGrads {
   at::Tensor ln1, w_qkv, b_qkv, w_o, ln2, w_gu, w_down;
   at::Tensor q_norm, k_norm;
+  at::Tensor w_in, conv, dt_bias, a_log, gnorm, w_out;
   LoraPair lora[kNumProj];
-  at::Tensor a_qkv, a_gu;
+  at::Tensor a_qkv, a_gu, a_in;
 };
 
 // compute_flat: the unit's compute buffer (model dtype); trainable_flat: its fp32 trainable buffer
@@ -78,7 +87,11 @@ struct LayerCache {
   at::Tensor rstd1;         // (N, 1) fp32
   at::Tensor qkv;           // (N, (H+2K)d) q|k|v projections after the rotary embedding (and Qwen3's q/k norms)
   at::Tensor q_pre, k_pre;  // Qwen3: (N*H, d), (N*K, d) the q and k heads before their norms (model dtype)
-  at::Tensor rstd_q, rstd_k;  // and the norms' statistics, (N*H, 1), (N*K, 1) fp32
+  at::Tensor rstd_q, rstd_k;  // and the norms' statistics, (N*H, 1), (N*K, 1) fp32 (Qwen3.5: (N, H|K, d|1))
+  at::Tensor gate;          // Qwen3.5's full attention: (N, H*d) the output gate before its sigmoid
+  at::Tensor proj;          // Qwen3.5's linear attention: (N, lin_in_dim) in_proj_qkv|z|b|a outputs,
+  at::Tensor mixed;         // (N, conv_dim) the convolution's output (the delta rule's q|k|v),
+  at::Tensor core, rstd_g;  // (N, Hv*dv) the delta rule's output, the gated norm's statistics (N*Hv, 1)
   at::Tensor attn, lse;     // (N, H*d) attention output before o_proj; (B, H, T) fp32 log-sum-exp per query
   at::Tensor x2, rstd2;     // residual after attention, its norm statistic
   at::Tensor gu;            // (N, 2I) gate and up projections
@@ -116,11 +129,13 @@ bool cpu_blocked_attention_available();
 std::string attention_kernel(const KernelOptions& k, bool cuda, bool bf16);
 
 // RMSNorm: y = w * (x / rms(x)).to(dt), statistics in fp32. rstd receives (N, 1). (A fused kernel unless
-// k.fused is false; the *_reference versions are the same math in plain ATen ops, for tests.)
-at::Tensor rmsnorm_forward(const KernelOptions& k, const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);
+// k.fused is false; the *_reference versions are the same math in plain ATen ops, for tests.) With
+// zero_centred (Qwen3.5's norms): y = (x / rms(x) * (1 + w)).to(dt), on ATen ops.
+at::Tensor rmsnorm_forward(const KernelOptions& k, const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd,
+                           bool zero_centred = false);
 // Returns dx; accumulates dw into dw_acc (fp32) when defined.
 at::Tensor rmsnorm_backward(const KernelOptions& k, const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
-                            const at::Tensor& rstd, const at::Tensor& dw_acc);
+                            const at::Tensor& rstd, const at::Tensor& dw_acc, bool zero_centred = false);
 at::Tensor rmsnorm_forward_reference(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);
 at::Tensor rmsnorm_backward_reference(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
                                       const at::Tensor& rstd, const at::Tensor& dw_acc);
