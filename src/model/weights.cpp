@@ -125,13 +125,20 @@ Snapshot::Snapshot(const std::string& dir) : dir_(dir) {
   } else {
     throw IoError(dir + ": no model.safetensors or model.safetensors.index.json");
   }
+  const std::string multimodal = "model.language_model.";
   for (const auto& f : files) {
     files_.push_back(std::make_unique<io::SafeTensorsFile>((fs::path(dir) / f).string()));
     for (const auto& t : files_.back()->tensors()) {
-      if (where_.count(t.name))
-        throw IoError(dir + ": tensor " + t.name + " appears in two files (" + files_[where_[t.name]]->path() + ", " +
-                      files_.back()->path() + ")");
-      where_[t.name] = files_.size() - 1;
+      std::string name = t.name;
+      if (starts_with(name, "model.visual.") || starts_with(name, "mtp.")) {
+        ++skipped_;
+        continue;
+      }
+      if (starts_with(name, multimodal)) name = "model." + name.substr(multimodal.size());
+      if (where_.count(name))
+        throw IoError(dir + ": tensor " + name + " appears twice (" + files_[where_[name].first]->path() + " as " +
+                      where_[name].second + ", " + files_.back()->path() + " as " + t.name + ")");
+      where_[name] = {files_.size() - 1, t.name};
     }
   }
 }
@@ -139,7 +146,13 @@ Snapshot::Snapshot(const std::string& dir) : dir_(dir) {
 const io::SafeTensorsFile& Snapshot::file_of(const std::string& name) const {
   auto it = where_.find(name);
   if (it == where_.end()) throw IoError(dir_ + ": missing tensor " + name);
-  return *files_[it->second];
+  return *files_[it->second.first];
+}
+
+const std::string& Snapshot::name_on_disk(const std::string& name) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) throw IoError(dir_ + ": missing tensor " + name);
+  return it->second.second;
 }
 
 std::vector<std::string> Snapshot::names() const {
@@ -163,7 +176,7 @@ void load_unit(const Snapshot& snap, const ModelLayout& m, int u, const at::Tens
   compute.zero_();
   for (const Slot& s : unit.compute) {
     const io::SafeTensorsFile& f = snap.file_of(s.name);
-    const io::SafeTensorInfo& t = f.require(s.name, s.shape);
+    const io::SafeTensorInfo& t = f.require(snap.name_on_disk(s.name), s.shape);
     if (m.full_finetune && trainable.defined() && !trainable.is_same(compute)) {
       at::Tensor v = read_tensor(f, t, at::kFloat);
       slot_view(trainable, s).copy_(v);

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -243,6 +244,56 @@ TEST_P(Qwen3_5Reference, ExportedAdapterRereadsBitIdentically) {
   const lora::AdapterConfig again = lora::read_adapter_config(out.string());
   EXPECT_EQ(again.targets.size(), 12u);
   fs::remove_all(out);
+}
+
+// A hub snapshot of Qwen3.5 is the multimodal model's: config.json's text_config, the text model's tensors under
+// model.language_model.*, a vision tower and a multi-token-prediction head beside them. The same weights so
+// named give the same logits; the other parts are skipped, and a text tensor that is missing is named.
+TEST(Qwen3_5Reference, TheMultimodalSnapshotLoadsItsTextModel) {
+  const std::string src = kFixtures + "/qwen3.5-tiny";
+  const fs::path dir = fs::temp_directory_path() / ("lorabench_qwen3_5_mm_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  {
+    std::ifstream in(src + "/config.json");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(dir / "config.json") << R"({"model_type": "qwen3_5", "tie_word_embeddings": true, "text_config": )"
+                                       << text << R"(, "vision_config": {"model_type": "qwen3_5_vision"}})";
+  }
+  io::SafeTensorsFile f(src + "/model.safetensors");
+  std::vector<at::Tensor> keep;
+  std::vector<io::TensorToWrite> out;
+  auto add = [&](const std::string& name, const at::Tensor& t) {
+    keep.push_back(t.contiguous());
+    out.push_back({name, "F32", t.sizes().vec(), keep.back().data_ptr()});
+  };
+  for (const auto& t : f.tensors()) {
+    std::string name = t.name;
+    name.replace(0, std::string("model.").size(), "model.language_model.");
+    add(name, model::read_tensor(f, t, at::kFloat));
+  }
+  add("model.visual.blocks.0.norm1.weight", at::ones({8}));
+  add("mtp.fc.weight", at::ones({4, 4}));
+  io::write_safetensors((dir / "model.safetensors").string(), out, {{"format", "pt"}});
+
+  const model::Snapshot snap(dir.string());
+  EXPECT_EQ(snap.skipped(), 2);
+  EXPECT_EQ(snap.name_on_disk("model.norm.weight"), "model.language_model.norm.weight");
+  io::SafeTensorsFile reff(src + "/reference.safetensors");
+  auto m = load(dir.string(), no_lora(), at::kFloat);
+  const at::Tensor ids = ref(reff, T(23) + "input_ids");
+  EXPECT_LE(max_abs(model::forward_logits(m->layout(), *m, ids) - ref(reff, T(23) + "logits")), 1e-5);
+  // Without one text tensor the error names it.
+  out.erase(std::remove_if(out.begin(), out.end(),
+                           [](const io::TensorToWrite& t) { return t.name.find("layers.1.linear_attn.A_log") != std::string::npos; }),
+            out.end());
+  io::write_safetensors((dir / "model.safetensors").string(), out, {{"format", "pt"}});
+  try {
+    load(dir.string(), no_lora(), at::kFloat);
+    ADD_FAILURE() << "a snapshot without A_log loaded";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("missing tensor model.layers.1.linear_attn.A_log"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Configs, Qwen3_5Reference, ::testing::Values("qwen3.5-tiny", "qwen3.5-tiny-untied"),

@@ -29,19 +29,28 @@ void init_lora(const ModelLayout& m, int u, const at::Tensor& trainable, uint64_
 
 // A Hugging Face snapshot directory: config.json + model.safetensors, or sharded
 // model-0000i-of-0000n.safetensors + model.safetensors.index.json. Files are memory-mapped.
+// Tensors are named as the text model's (Qwen2/Qwen3ForCausalLM, Qwen3_5ForCausalLM: "model.layers.0...."). A
+// Qwen3.5 snapshot of the multimodal model (Qwen3_5ForConditionalGeneration) names its text model's tensors
+// "model.language_model.*" and holds a vision tower ("model.visual.*") and a multi-token-prediction head ("mtp.*"):
+// its text tensors are read under the text model's names and the other two are not part of it.
 class Snapshot {
  public:
   explicit Snapshot(const std::string& dir);
   const std::string& dir() const { return dir_; }
-  // The file that holds `name` (IoError naming the snapshot and the tensor when none does).
+  // The file that holds `name` (IoError naming the snapshot and the tensor when none does), and the name the tensor
+  // has in it.
   const io::SafeTensorsFile& file_of(const std::string& name) const;
-  // Every tensor name the snapshot holds.
+  const std::string& name_on_disk(const std::string& name) const;
+  // Every text-model tensor name the snapshot holds, and how many tensors of the parts the text model does not
+  // use (vision tower, multi-token prediction) it skipped.
   std::vector<std::string> names() const;
+  int64_t skipped() const { return skipped_; }
 
  private:
   std::string dir_;
   std::vector<std::unique_ptr<io::SafeTensorsFile>> files_;
-  std::map<std::string, size_t> where_;
+  std::map<std::string, std::pair<size_t, std::string>> where_;  // text-model name -> (file, name on disk)
+  int64_t skipped_ = 0;
 };
 
 // Copies unit u's tensors from the snapshot into `compute` (converted from bf16/fp16/fp32 on disk to
