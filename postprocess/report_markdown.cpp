@@ -155,13 +155,22 @@ void section_configs(std::ostringstream& o, const Analysis& a) {
     std::vector<std::string> names;
     for (size_t i : c.rows) names.push_back(a.train[i].run->name);
     // A preset's name says its family and size (qwen3-0.6b); a snapshot directory's gets the family the
-    // run recorded.
+    // run recorded. A hybrid model's layer mix is named either way: it says what the step time is made of (the
+    // linear-attention layers have no T x T term).
     std::string preset = val(c, "model.path");
+    const TextMap* summary = c.rows.empty() ? nullptr : &a.train[c.rows.front()].run->summary;
+    const std::string layers = summary ? text(*summary, "model_layers") : std::string();
+    std::vector<std::string> about;
     if (preset.empty() || preset == kNA) {
       preset = val(c, "model.preset");
-    } else if (!c.rows.empty()) {
-      const std::string family = text(a.train[c.rows.front()].run->summary, "model_family");
-      if (!family.empty()) preset += " (" + family + ")";
+    } else if (summary && !text(*summary, "model_family").empty()) {
+      about.push_back(text(*summary, "model_family"));
+    }
+    if (layers.find("linear") != std::string::npos) about.push_back(layers);
+    if (!about.empty()) {
+      preset += " (";  // appended piece by piece: GCC 12 misreads "(" + std::string&& as an overlapping copy
+      preset += join(about, ", ");
+      preset += ")";
     }
     std::vector<std::string> diff;
     if (&c != &a.configs.front()) {

@@ -136,6 +136,7 @@ RunSummary summarize_run(const std::vector<double>& rows, const RunFacts& f) {
   add_text("dtype", f.dtype);
   add_text("model", f.model);
   add_text("model_family", f.model_family);
+  add_text("model_layers", f.model_layers);
   add("total_params", double(f.total_params));
   add("trainable_params", double(f.trainable_params));
   add("trainable_ratio", double(f.trainable_params) / double(f.total_params));

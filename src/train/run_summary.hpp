@@ -19,7 +19,8 @@ namespace lorabench::train {
 // What the summary needs beyond the step rows.
 struct RunFacts {
   std::string strategy, dtype, model;
-  std::string model_family;  // ModelShape::family: qwen2 or qwen3
+  std::string model_family;  // ModelShape::family: qwen2, qwen3 or qwen3_5
+  std::string model_layers;  // ModelShape::layer_mix: "24 layers", "18 linear-attention + 6 full-attention layers"
   int world = 1;
   int trials = 1;         // run.repeat
   int steps = 0;          // run.steps (a trial's, when not stopped early)

@@ -758,6 +758,7 @@ void Trainer::write_summary(io::RunFileWriter& run) {
   f.dtype = c_.model.dtype;
   f.model = s_.layout.shape.name;
   f.model_family = s_.layout.shape.family;
+  f.model_layers = s_.layout.shape.layer_mix();
   f.world = world_;
   f.trials = c_.run.repeat;
   f.steps = c_.run.steps;
@@ -816,12 +817,12 @@ void mark_failed(const TrainEnv& env, const std::string& why) {
 int run_training(const TrainEnv& env) {
   Setup s = make_setup(env);
   const RunConfig& c = *env.cfg;
-  log::info(strformat("model %s (%s): %s parameters, %s trainable (%.3f%%), %s, %d layers",
+  log::info(strformat("model %s (%s): %s parameters, %s trainable (%.3f%%), %s, %s",
                       s.layout.shape.name.c_str(), s.layout.shape.family.c_str(),
                       std::to_string(s.layout.total_params()).c_str(),
                       std::to_string(s.layout.trainable_params()).c_str(),
                       100.0 * double(s.layout.trainable_params()) / double(s.layout.total_params()),
-                      c.model.dtype.c_str(), int(s.layout.shape.layers)));
+                      c.model.dtype.c_str(), s.layout.shape.layer_mix().c_str()));
   log::info(strformat("batch: micro_batch %d x grad_accum %d x world %d = global batch %lld sequences of %d tokens",
                       s.geo.micro_batch, s.geo.grad_accum, s.geo.world_size, (long long)s.geo.global_batch(),
                       s.geo.seq_len));
