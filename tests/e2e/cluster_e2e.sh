@@ -57,13 +57,25 @@ case "$case_name" in
               "data.pack true" "data.seq_len 512" "lora.r 16"; do
       grep -qE "^${kv% *} +${kv#* } " qwen3_sft.txt || { cat qwen3_sft.txt >&2; fail "inputs/qwen3_sft.ini: ${kv% *} is not ${kv#* }"; }
     done
+    # inputs/qwen3_5.ini: Qwen3.5-0.8B's hybrid layers with adapters on every projection of both kinds; valid at
+    # 2 ranks, and it trains for 2 steps on qwen3.5-tiny.
+    "${mpiexec[@]}" -n 2 "$lorabench" "$src/inputs/qwen3_5.ini" --print-config >qwen3_5.txt 2>&1 ||
+      { cat qwen3_5.txt >&2; fail "inputs/qwen3_5.ini is not valid at 2 ranks"; }
+    for kv in "parallel.strategy fsdp" "model.preset qwen3.5-0.8b" "model.dtype bf16" "data.format synthetic" \
+              "lora.targets q,k,v,o,gate,up,down,in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,out_proj" "lora.r 16"; do
+      grep -qE "^${kv% *} +${kv#* } " qwen3_5.txt || { cat qwen3_5.txt >&2; fail "inputs/qwen3_5.ini: ${kv% *} is not ${kv#* }"; }
+    done
     ln -s "$src/inputs" inputs
+    "${mpiexec[@]}" -n 2 "$lorabench" inputs/qwen3_5.ini --set model.preset=qwen3.5-tiny --set lora.r=4 \
+      --set run.steps=2 --set run.warmup_steps=0 --set run.name=qwen3_5 --set run.quiet=false >qwen3_5.log 2>&1 ||
+      { cat qwen3_5.log >&2; fail "inputs/qwen3_5.ini did not train on qwen3.5-tiny"; }
+    expect_in qwen3_5.log "3 linear-attention + 1 full-attention layers"
     "${mpiexec[@]}" -n 2 "$lorabench" inputs/qwen3_sft.ini --set model.preset=qwen3-tiny --set model.dtype=fp32 \
       --set run.steps=2 --set run.warmup_steps=0 --set run.name=qwen3_sft --set run.quiet=false >qwen3_sft.log 2>&1 ||
       { cat qwen3_sft.log >&2; fail "inputs/qwen3_sft.ini did not train on qwen3-tiny"; }
     expect_in qwen3_sft.log "chat template qwen3 (thinking off)"
     expect_in qwen3_sft.log "qwen3/tokenizer.json"
-    echo "ok: inputs/single.ini, ddp.ini, fsdp.ini, zero.ini, qwen3.ini, qwen3_sft.ini"
+    echo "ok: inputs/single.ini, ddp.ini, fsdp.ini, zero.ini, qwen3.ini, qwen3_sft.ini, qwen3_5.ini"
     ;;
   *) fail "unknown case $case_name" ;;
 esac
