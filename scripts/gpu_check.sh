@@ -407,6 +407,11 @@ run() {
     --set run.steps=20 --set model.dtype=bf16 --set data.seq_len=512 --set train.micro_batch=8 \
     --set parallel.device=cuda --set model.cuda_attention=efficient --set profile.peak_gflops=0 \
     --set run.predict=false --set run.name=single-small-bf16-efficient"
+  # Qwen3.5's hybrid layers on the GPU (their device-generic ATen path: the gated delta rule, the convolution, the
+  # gated norm; no CUDA kernel of lorabench's yet), FSDP over NCCL on one rank, bf16.
+  step qwen3_5_tiny_bf16 bash -c "cd '$work' && '$lb' '$here/inputs/qwen3_5.ini' --set model.preset=qwen3.5-tiny \
+    --set run.steps=10 --set lora.r=4 --set parallel.device=cuda --set profile.peak_gflops=0 \
+    --set run.predict=true --set run.name=qwen3-5-tiny-bf16"
   # The planner on the GPU (docs/plan.md): one process (no bandwidth), and 2 ranks sharing the GPU through
   # the staged MPI backend (bandwidth measured on device buffers).
   step plan_gpu "$lb" plan "$here/inputs/tiny.ini" --set model.preset=small --set model.dtype=bf16 \

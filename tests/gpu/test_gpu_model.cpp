@@ -40,10 +40,14 @@ struct Trained {
   std::vector<at::Tensor> params;  // on the CPU
 };
 
-Trained train_single(device::Device& dev, at::ScalarType dtype, int steps, model::KernelOptions kernels = {}) {
-  model::ModelShape shape = model::preset_shape("tiny");
+Trained train_single(device::Device& dev, at::ScalarType dtype, int steps, model::KernelOptions kernels = {},
+                     const std::string& preset = "tiny") {
+  model::ModelShape shape = model::preset_shape(preset);
   shape.vocab_size = 1000;
-  model::LoraSpec lora = model::make_lora_spec(true, 8, 16, 0.1, false, {"q", "k", "v", "o", "gate", "up", "down"});
+  std::vector<std::string> targets = {"q", "k", "v", "o", "gate", "up", "down"};
+  if (shape.linear_layers() > 0)  // Qwen3.5: the linear-attention layers' projections too
+    for (const char* t : {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj"}) targets.push_back(t);
+  model::LoraSpec lora = model::make_lora_spec(true, 8, 16, 0.1, false, targets);
   model::ModelLayout layout = model::build_layout(shape, lora);
   layout.kernels = kernels;
   strategy::StrategySpec spec;
@@ -81,6 +85,16 @@ TEST(GpuDevice, MemoryStatisticsBeforeAnyTensor) {
 TEST(GpuModel, Fp32TrainingFollowsTheCpuReference) {
   const Trained cpu = train_single(device::cpu_device(), at::kFloat, 4);
   const Trained cuda = train_single(gpu(), at::kFloat, 4);
+  for (size_t i = 0; i < cpu.loss.size(); ++i)
+    EXPECT_NEAR(cuda.loss[i], cpu.loss[i], 1e-4 * std::abs(cpu.loss[i])) << "step " << i;
+  EXPECT_LE(lbtest::norm_rel(cuda.params, cpu.params), 1e-4);
+}
+
+// Qwen3.5's hybrid layers (the gated delta rule, the convolution, the gated and zero-centred norms, the gated
+// attention) run on ATen ops on the GPU: the same training as on the CPU.
+TEST(GpuModel, Qwen3_5HybridTrainingFollowsTheCpuReference) {
+  const Trained cpu = train_single(device::cpu_device(), at::kFloat, 4, {}, "qwen3.5-tiny");
+  const Trained cuda = train_single(gpu(), at::kFloat, 4, {}, "qwen3.5-tiny");
   for (size_t i = 0; i < cpu.loss.size(); ++i)
     EXPECT_NEAR(cuda.loss[i], cpu.loss[i], 1e-4 * std::abs(cpu.loss[i])) << "step " << i;
   EXPECT_LE(lbtest::norm_rel(cuda.params, cpu.params), 1e-4);

@@ -296,6 +296,27 @@ TEST(Qwen3_5Reference, TheMultimodalSnapshotLoadsItsTextModel) {
   fs::remove_all(dir);
 }
 
+// The merged export (W + scaling B A for every adapted projection of both layer kinds) is a Qwen3_5ForCausalLM
+// snapshot that lorabench reads back (config.json with the layer types) and that gives the adapter's logits.
+TEST_P(Qwen3_5Reference, MergedExportGivesTheAdaptersLogits) {
+  const std::string adapter = dir() + "/lora";
+  auto m = load(dir(), lora::lora_spec_of(lora::read_adapter_config(adapter)), at::kFloat);
+  lora::load_adapter(adapter, m->layout(), m->trainable_flats());
+  const fs::path out = fs::temp_directory_path() / ("lorabench_qwen3_5_merged_" + std::to_string(::getpid()));
+  lora::save_merged(out.string(), m->layout(), m->compute_flats(), m->trainable_flats(), at::kFloat);
+  const model::ModelShape s = model::load_hf_config((out / "config.json").string());
+  EXPECT_EQ(s.layer_mix(), m->layout().shape.layer_mix());
+  EXPECT_EQ(s.rope_dim(), m->layout().shape.rope_dim());
+  auto merged = load(out.string(), no_lora(), at::kFloat);
+  io::SafeTensorsFile reff(dir() + "/reference_lora.safetensors");
+  const at::Tensor ids = ref(reff, "input_ids");
+  const at::Tensor a = model::forward_logits(m->layout(), *m, ids);
+  const at::Tensor b = model::forward_logits(merged->layout(), *merged, ids);
+  EXPECT_LE(max_abs(a - b) / max_abs(a), 1e-5);
+  EXPECT_GT(max_abs(a - ref(io::SafeTensorsFile(dir() + "/reference.safetensors"), T(150) + "logits")), 1e-3);
+  fs::remove_all(out);
+}
+
 INSTANTIATE_TEST_SUITE_P(Configs, Qwen3_5Reference, ::testing::Values("qwen3.5-tiny", "qwen3.5-tiny-untied"),
                          [](const auto& info) { return info.param == "qwen3.5-tiny" ? "ThreeLinearOneFull" : "Untied"; });
 
