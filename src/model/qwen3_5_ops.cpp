@@ -70,18 +70,22 @@ void rope_partial(const at::Tensor& heads, const at::Tensor& cos, const at::Tens
   x2.copy_(r(b * c) + r(a * s));
 }
 
-at::Tensor conv_silu_forward(const at::Tensor& x, const at::Tensor& w, int64_t B, int64_t T) {
-  ProfileScope scope("lb::conv");
-  const int64_t C = x.size(1), K = w.size(1);
-  at::Tensor xf = x.reshape({B, T, C}).to(at::kFloat);
-  at::Tensor wf = w.to(at::kFloat);
-  at::Tensor pre = at::zeros({B, T, C}, xf.options());
+// The convolution before SiLU, in fp32 and rounded to x's dtype as transformers rounds it, (B, T, C) as fp32.
+static at::Tensor conv_pre(const at::Tensor& xf, const at::Tensor& wf, int64_t T, at::ScalarType dt) {
+  const int64_t C = xf.size(2), K = wf.size(1);
+  at::Tensor pre = at::zeros_like(xf);
   for (int64_t j = 0; j < K; ++j) {
     const int64_t shift = K - 1 - j;  // tap j reads the token `shift` places back
     if (shift >= T) continue;
     pre.narrow(1, shift, T - shift).addcmul_(xf.narrow(1, 0, T - shift), wf.select(1, j).view({1, 1, C}));
   }
-  at::Tensor p = pre.to(x.scalar_type()).to(at::kFloat);  // transformers rounds the convolution, then SiLU
+  return pre.to(dt).to(at::kFloat);
+}
+
+at::Tensor conv_silu_forward(const at::Tensor& x, const at::Tensor& w, int64_t B, int64_t T) {
+  ProfileScope scope("lb::conv");
+  const int64_t C = x.size(1);
+  const at::Tensor p = conv_pre(x.reshape({B, T, C}).to(at::kFloat), w.to(at::kFloat), T, x.scalar_type());
   return at::silu(p).to(x.scalar_type()).view({B * T, C});
 }
 
@@ -89,16 +93,8 @@ at::Tensor conv_silu_backward(const at::Tensor& dy, const at::Tensor& x, const a
                               const at::Tensor& dw_acc) {
   ProfileScope scope("lb::conv");
   const int64_t C = x.size(1), K = w.size(1);
-  at::Tensor xf = x.reshape({B, T, C}).to(at::kFloat);
-  at::Tensor wf = w.to(at::kFloat);
-  at::Tensor pre = at::zeros({B, T, C}, xf.options());
-  for (int64_t j = 0; j < K; ++j) {
-    const int64_t shift = K - 1 - j;
-    if (shift >= T) continue;
-    pre.narrow(1, shift, T - shift).addcmul_(xf.narrow(1, 0, T - shift), wf.select(1, j).view({1, 1, C}));
-  }
-  at::Tensor p = pre.to(x.scalar_type()).to(at::kFloat);
-  at::Tensor dpre = dy.reshape({B, T, C}).to(at::kFloat).mul_(silu_grad(p));
+  const at::Tensor xf = x.reshape({B, T, C}).to(at::kFloat), wf = w.to(at::kFloat);
+  at::Tensor dpre = dy.reshape({B, T, C}).to(at::kFloat).mul_(silu_grad(conv_pre(xf, wf, T, x.scalar_type())));
   at::Tensor dx = at::zeros({B, T, C}, xf.options());
   for (int64_t j = 0; j < K; ++j) {
     const int64_t shift = K - 1 - j;

@@ -16,6 +16,7 @@
 #include "lorabench/core/strings.hpp"
 #include "lorabench/io/safetensors.hpp"
 #include "safetensors_test_util.hpp"
+#include "snapshot_test_util.hpp"
 #include "lorabench/lora/adapter.hpp"
 #include "lorabench/model/dense.hpp"
 
@@ -24,40 +25,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kFixtures = std::string(LORABENCH_FIXTURES);
-
-at::Tensor ref(const io::SafeTensorsFile& f, const std::string& name) {
-  const io::SafeTensorInfo* t = f.find(name);
-  if (!t) throw std::runtime_error("fixture lacks " + name);
-  return model::read_tensor(f, *t, t->dtype == "I64" ? at::kLong : at::kFloat);
-}
-
-double max_abs(const at::Tensor& a) { return a.abs().max().item<double>(); }
-
-std::unique_ptr<model::DenseModel> load(const std::string& dir, const model::LoraSpec& lora, at::ScalarType dt) {
-  model::ModelShape shape = model::load_hf_config(dir + "/config.json");
-  auto m = std::make_unique<model::DenseModel>(model::build_layout(shape, lora), dt);
-  m->load_snapshot(model::Snapshot(dir));
-  return m;
-}
-
-model::LoraSpec no_lora() {
-  model::LoraSpec off;
-  off.enabled = false;
-  return off;
-}
-
-double loss_and_grads(model::DenseModel& m, const at::Tensor& ids, const at::Tensor& labels) {
-  model::MicroBatch mb;
-  mb.ids = ids;
-  mb.targets = model::shift_targets(labels);
-  const int64_t counted = mb.targets.ne(-100).sum().item<int64_t>();
-  mb.grad_scale = 1.0 / double(counted);
-  m.zero_grad();
-  model::MicroResult r = model::forward_backward(m.layout(), m, mb, model::StepOptions{});
-  EXPECT_EQ(r.tokens(), counted);
-  return r.loss() / double(r.tokens());
-}
+const std::string kFixtures = lbtest::fixtures();
+using lbtest::load;
+using lbtest::loss_and_grads;
+using lbtest::max_abs;
+using lbtest::no_lora;
+using lbtest::ref;
 
 class Qwen3Reference : public ::testing::TestWithParam<std::string> {
  protected:

@@ -9,6 +9,18 @@
 
 using namespace lorabench;
 
+namespace {
+// check_config_fits_model's message, "" when the configuration fits the model.
+std::string error_of(const RunConfig& c) {
+  try {
+    train::check_config_fits_model(c, train::model_shape_of(c));
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
 TEST(RunSpecs, SftSpecFromTheConfiguration) {
   RunConfig c = default_run_config();
   c.data.format = "chat";
@@ -55,14 +67,6 @@ TEST(RunSpecs, OneGeometryForSourcesAndCounts) {
 // data.seq_len and lora.r are bounded by the model: the error names the key, where it was set and the
 // model's numbers; at the bound itself the run is accepted.
 TEST(RunSpecs, KeysTheModelBounds) {
-  auto error_of = [](const RunConfig& c) -> std::string {
-    try {
-      train::check_config_fits_model(c, train::model_shape_of(c));
-    } catch (const ConfigError& e) {
-      return e.what();
-    }
-    return "";
-  };
   RunConfig c = parse_run_config("in.ini", "[model]\npreset = tiny\n[lora]\nr = 32\ntargets = q,k\n",
                                  {"data.seq_len=32768"});
   EXPECT_EQ(error_of(c), "");  // tiny: max_position_embeddings 32768; k_proj 64 x 32
@@ -88,14 +92,6 @@ TEST(RunSpecs, KeysTheModelBounds) {
 // Qwen3.5: a LoRA target that no layer has is an error (not fewer adapters); instruction data needs Qwen3.5's own
 // tokenizer and a template chosen on purpose.
 TEST(RunSpecs, LoraTargetsNoLayerHasAreRefusedAndQwen3_5DataNeedsItsTokenizer) {
-  auto error_of = [](const RunConfig& c) -> std::string {
-    try {
-      train::check_config_fits_model(c, train::model_shape_of(c));
-    } catch (const ConfigError& e) {
-      return e.what();
-    }
-    return "";
-  };
   RunConfig c = parse_run_config("in.ini", "[model]\npreset = qwen3.5-tiny\n[lora]\nr = 4\n"
                                  "targets = q,k,v,o,gate,up,down,in_proj_qkv,in_proj_z,in_proj_b,in_proj_a,out_proj\n",
                                  {});
