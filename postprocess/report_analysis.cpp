@@ -1,6 +1,7 @@
 #include "report_analysis.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <map>
 #include <set>
@@ -202,6 +203,10 @@ TrainRow make_row(const RunRecord& r) {
   const TextMap& m = r.summary;
   t.strategy = text(m, "strategy");
   if (t.strategy.empty()) t.strategy = text(r.config, "parallel.strategy");
+  // A mesh (hsdp) names its shape, so that runs group by mesh: "hsdp (2 x 2)" = 2 replicas of 2 shards.
+  int replicas = 0, shards = 0;
+  if (std::sscanf(text(m, "mesh").c_str(), "dp_replicate %d x dp_shard %d", &replicas, &shards) == 2)
+    t.strategy += " (" + std::to_string(replicas) + " x " + std::to_string(shards) + ")";
   t.dtype = text(m, "dtype");
   if (t.dtype.empty()) t.dtype = text(r.config, "model.dtype");
   t.model = text(m, "model");
@@ -437,7 +442,7 @@ bool is_identity_key(const std::string& k) {
 bool is_role_key(const std::string& k) {
   static const std::set<std::string> keys = {"parallel.strategy", "parallel.bucket_mb", "parallel.grad_sync",
                                              "parallel.reshard_after_forward", "parallel.prefetch",
-                                             "parallel.emulate_nodes"};
+                                             "parallel.emulate_nodes", "parallel.dp_replicate"};
   return keys.count(k) > 0;
 }
 

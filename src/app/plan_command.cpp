@@ -103,8 +103,8 @@ train::PlanOptions plan_options(const PlanArgs& a) {
   o.worlds = a.worlds.empty() ? std::vector<int>{1, 2, 4} : parse_worlds(a.worlds);
   if (!a.strategies.empty()) o.strategies = split(a.strategies, ',');
   for (const auto& s : o.strategies)
-    if (s != "single" && s != "ddp" && s != "zero1" && s != "zero2" && s != "fsdp")
-      throw ConfigError("plan: --strategy: unknown strategy \"" + s + "\" (single, ddp, zero1, zero2, fsdp)");
+    if (s != "single" && s != "ddp" && s != "zero1" && s != "zero2" && s != "fsdp" && s != "hsdp")
+      throw ConfigError("plan: --strategy: unknown strategy \"" + s + "\" (single, ddp, zero1, zero2, fsdp, hsdp)");
   o.ranks_per_node = a.ranks_per_node;
   o.probe = !a.no_probe;
   return o;

@@ -16,6 +16,7 @@
 #include "run_dir_lock.hpp"
 #include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/comm/nccl_communicator.hpp"
+#include "lorabench/comm/mesh.hpp"
 #include "lorabench/comm/topology.hpp"
 #include "lorabench/config/options.hpp"
 #include "lorabench/config/paths.hpp"
@@ -218,7 +219,7 @@ std::string input_problems(const RunConfig& cfg, int world, const RankContext& r
   try {  // host memory on CPU, the GPU's memory on CUDA
     train::check_fits_or_throw(cfg, world, rc.ranks_on_device,
                                train::memory_for_fit_checks(cfg, dev.memory_available()),
-                               dev.is_cuda() ? "GPU " + dev.str() : std::string("this node"));
+                               dev.is_cuda() ? "GPU " + dev.str() : std::string("this node"), rc.topo.node_count);
   } catch (const ConfigError& e) {
     return cfg.input_path + ": " + e.what();
   }
@@ -306,7 +307,7 @@ RunDir prepare_run_dir(MpiSession& mpi, const RunConfig& cfg) {
 // Collective: the first writes of the run file (configuration, provenance, ranks); a failure (a full
 // disk) stops every rank together with AgreedIoError.
 void write_run_header(MpiSession& mpi, const RunConfig& cfg, const RankContext& rc, const RunDir& d, int argc,
-                      char** argv) {
+                      char** argv, const comm::MeshComms* mesh) {
   comm::agreed_writes(mpi.world(), [&] {
     if (!d.run) return;
     d.run->write_config(resolved_values(cfg), cfg.input_text, cfg.input_path, cfg.overrides);
@@ -317,6 +318,10 @@ void write_run_header(MpiSession& mpi, const RunConfig& cfg, const RankContext& 
       prov.emplace_back("papi_scope", "the host thread of each rank (launches, staging copies), not the GPU's kernels");
     prov.emplace_back("device_choice", rc.choice.reason);
     prov.emplace_back("backend", rc.choice.backend);
+    if (mesh) {  // hsdp's mesh and every rank's place in it (rank:replica.shard)
+      prov.emplace_back("mesh", mesh->mesh.describe());
+      prov.emplace_back("mesh_coords", mesh->mesh.describe_coords());
+    }
     prov.emplace_back("attention_kernel", model::attention_kernel(train::kernel_options_of(cfg), dev.is_cuda(), cfg.model.dtype == "bf16"));
     if (!d.resume.path.empty()) {
       prov.emplace_back("resumed_from", d.resume.path);
@@ -405,13 +410,32 @@ void record_prediction(MpiSession& mpi, const RunConfig& cfg, const RankContext&
   if (!comm::broadcast_status(mpi.world(), refusal.empty(), refusal)) throw ConfigError(refusal);
 }
 
-int train(MpiSession& mpi, const RunConfig& cfg, const RankContext& rc, comm::Communicator& comm, RunDir& d) {
+// Collective: hsdp's mesh, placed on the nodes and split from the data plane; nullptr for the other strategies.
+std::unique_ptr<comm::MeshComms> make_mesh(const RunConfig& cfg, const RankContext& rc, comm::Communicator& world) {
+  if (cfg.parallel.strategy != "hsdp") return nullptr;
+  comm::Mesh m;
+  try {
+    m = comm::place_mesh(rc.topo, cfg.parallel.dp_replicate);  // the same topology on every rank: all throw alike
+  } catch (const ConfigError& e) {
+    throw ConfigError(cfg.input_path + ": " + e.what());
+  }
+  auto mc = std::make_unique<comm::MeshComms>(comm::split_mesh(world, m));
+  log::info("mesh: " + m.describe() + "; rank:replica.shard " + m.describe_coords());
+  if (!m.shard_within_node)
+    log::warn("mesh: the shard groups span nodes (" + std::to_string(m.dp_shard) + " ranks each, " +
+              std::to_string(rc.topo.local_size) + " per node): their gathers cross the network");
+  return mc;
+}
+
+int train(MpiSession& mpi, const RunConfig& cfg, const RankContext& rc, comm::Communicator& comm,
+          const comm::MeshComms* mesh, RunDir& d) {
   train::TrainEnv env;
   env.cfg = &cfg;
   env.world = mpi.world();
   env.comm = &comm;
   env.device = &rc.device();
   env.topo = &rc.topo;
+  env.mesh = mesh;
   env.run = d.run.get();
   env.run_dir = d.dir.string();
   env.resume_from = d.resume.path;
@@ -442,17 +466,22 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   configure_process(cfg);
   const RankContext rc = bootstrap(mpi.world(), bootstrap_request(cfg));
   std::unique_ptr<comm::Communicator> comm = make_data_plane(mpi.world(), rc, {cfg.fault.comm_delay_ms / 1000.0, {}});
+  const std::unique_ptr<comm::MeshComms> mesh = make_mesh(cfg, rc, *comm);  // hsdp only; destroyed before `comm`
   check_inputs_and_name_run(mpi, cfg, default_name, rc);
   RunDir dir = prepare_run_dir(mpi, cfg);
   try {
-    write_run_header(mpi, cfg, rc, dir, argc, argv);
+    write_run_header(mpi, cfg, rc, dir, argc, argv, mesh.get());
   } catch (const AgreedIoError& e) {
     std::fprintf(stderr, "lorabench: rank %d: %s\n", mpi.rank(), e.what());
     return kExitIoError;
   }
   announce(mpi, cfg, rc, *comm, dir);
-  if (cfg.run.predict) record_prediction(mpi, cfg, rc, *comm, dir.run.get());
-  return train(mpi, cfg, rc, *comm, dir);
+  if (cfg.run.predict) {
+    RunConfig placed = cfg;  // the prediction of the mesh as placed (dp_replicate 0 = one replica per node)
+    if (mesh) placed.parallel.dp_replicate = mesh->mesh.dp_replicate;
+    record_prediction(mpi, placed, rc, *comm, dir.run.get());
+  }
+  return train(mpi, cfg, rc, *comm, mesh.get(), dir);
 }
 
 }  // namespace lorabench::app

@@ -55,6 +55,15 @@ class CheckedCommunicator final : public ForwardingCommunicator {
   CheckedCommunicator& operator=(const CheckedCommunicator&) = delete;
 
  protected:
+  std::unique_ptr<Communicator> do_split(int color, int key) override {
+    std::unique_ptr<Communicator> inner = inner_->split(color, key);
+    MPI_Comm sub = MPI_COMM_NULL;
+    LB_MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));
+    auto c = std::make_unique<CheckedCommunicator>(std::move(inner), sub, opt_);  // duplicates it
+    MPI_Comm_free(&sub);
+    return c;
+  }
+
   std::unique_ptr<Work> do_all_reduce(void* buf, size_t count, DataType t, ReduceOp op) override {
     check(sig(CollectiveKind::kAllReduce, t, static_cast<int64_t>(count), static_cast<int>(op)));
     return inner_->all_reduce_async(buf, count, t, op);

@@ -122,18 +122,34 @@ const char* collective_name(CollectiveKind k) {
 }
 
 void Communicator::account(CollectiveKind kind, size_t bytes) {
-  stats_.calls[static_cast<int>(kind)] += 1;
-  stats_.bytes[static_cast<int>(kind)] += static_cast<int64_t>(bytes);
+  for (Communicator* c : {this, root_}) {
+    if (c == nullptr) continue;
+    c->stats_.calls[static_cast<int>(kind)] += 1;
+    c->stats_.bytes[static_cast<int>(kind)] += static_cast<int64_t>(bytes);
+  }
 }
 
 std::unique_ptr<Work> Communicator::issue(CollectiveKind kind, size_t bytes,
                                           const std::function<std::unique_ptr<Work>()>& start) {
-  if (before_issue_) before_issue_();
-  const int64_t seq = timeline_on_ ? record_arrival(static_cast<int>(kind), static_cast<int64_t>(bytes)) : -1;
+  Communicator& r = *root();
+  if (r.before_issue_) r.before_issue_();
+  const int64_t seq = r.timeline_on_ ? r.record_arrival(static_cast<int>(kind), static_cast<int64_t>(bytes)) : -1;
   auto w = start();
   account(kind, bytes);
   if (seq < 0) return w;
   return std::make_unique<TimedWork>(std::move(w), seq);
+}
+
+std::unique_ptr<Communicator> Communicator::split(int color, int key) {
+  LB_CHECK(color >= 0, "split: a negative color");
+  std::unique_ptr<Communicator> c = do_split(color, key);
+  LB_CHECK(c != nullptr, "split: the backend returned no communicator");
+  c->root_ = root();
+  return c;
+}
+
+std::unique_ptr<Communicator> Communicator::do_split(int, int) {
+  throw Error("the " + backend_name() + " communicator cannot be split into sub-communicators");
 }
 
 std::unique_ptr<Work> Communicator::all_reduce_async(void* buf, size_t count, DataType t, ReduceOp op) {
@@ -193,6 +209,12 @@ int64_t Communicator::record_arrival(int kind, int64_t bytes) {
 
 void Communicator::wait(const std::unique_ptr<Work>& w) {
   LB_CHECK(w != nullptr, "wait on a null Work");
+  if (root_ != nullptr) {  // the root keeps the timeline and the observers; both count the blocked time
+    const double t0 = sys::now_s();
+    root_->wait(w);
+    stats_.wait_s += sys::now_s() - t0;
+    return;
+  }
   double t0 = sys::now_s();
   // The timeline entry of w, unless the timeline is off or the entry was taken already.
   int64_t entry = -1;

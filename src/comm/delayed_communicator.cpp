@@ -45,6 +45,9 @@ class DelayedCommunicator final : public ForwardingCommunicator {
   }
 
  protected:
+  std::unique_ptr<Communicator> do_split(int color, int key) override {
+    return std::make_unique<DelayedCommunicator>(inner_->split(color, key), delay_s_);
+  }
   std::unique_ptr<Work> do_all_reduce(void* buf, size_t count, DataType t, ReduceOp op) override {
     return delayed(inner_->all_reduce_async(buf, count, t, op));
   }

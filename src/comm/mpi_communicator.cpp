@@ -128,6 +128,14 @@ class MpiCommunicator final : public Communicator {
   }
 
  protected:
+  std::unique_ptr<Communicator> do_split(int color, int key) override {
+    MPI_Comm sub = MPI_COMM_NULL;
+    LB_MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));
+    auto c = std::make_unique<MpiCommunicator>(sub);  // duplicates it
+    MPI_Comm_free(&sub);
+    return c;
+  }
+
   std::unique_ptr<Work> do_all_reduce(void* buf, size_t count, DataType t, ReduceOp op) override {
     auto slot = std::make_shared<RequestSlot>();
     LB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, as_int_count(count, "all_reduce"), mpi_datatype(t),

@@ -277,6 +277,30 @@ class NcclCommunicator final : public Communicator {
     LB_NCCL_CHECK(ncclCommInitRank(&st_->comm, size_, uid, rank_), nullptr);
   }
 
+  // The ranks of `parent` that pass `color` (ncclCommSplit, NCCL >= 2.18: collective over the parent), on
+  // the parent's device with a stream of its own.
+  NcclCommunicator(const NcclState& parent, int color, int key) : st_(std::make_shared<NcclState>()) {
+    st_->device = parent.device;
+    st_->timeout_s = parent.timeout_s;
+    LB_CUDA_CHECK(cudaSetDevice(st_->device));
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    LB_NCCL_CHECK(ncclCommSplit(parent.comm, color, key, &st_->comm, &config), parent.comm);
+#else
+    (void)color;
+    (void)key;
+    throw CommError(rank_tag() + " nccl: splitting a communicator (a device mesh) needs NCCL 2.18 or newer, this "
+                    "build has " + nccl_version());
+#endif
+    LB_NCCL_CHECK(ncclCommUserRank(st_->comm, &rank_), st_->comm);
+    LB_NCCL_CHECK(ncclCommCount(st_->comm, &size_), st_->comm);
+    st_->rank = rank_;
+    LB_CUDA_CHECK(cudaStreamCreateWithFlags(&st_->stream, cudaStreamNonBlocking));
+    LB_CUDA_CHECK(cudaEventCreateWithFlags(&st_->inputs_ready, cudaEventDisableTiming));
+    LB_CUDA_CHECK(cudaMalloc(&st_->scratch, sizeof(int32_t)));
+    LB_CUDA_CHECK(cudaMemset(st_->scratch, 0, sizeof(int32_t)));
+  }
+
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string backend_name() const override { return "nccl"; }
@@ -329,6 +353,10 @@ class NcclCommunicator final : public Communicator {
       LB_NCCL_CHECK(first_error, st_->comm);
       LB_NCCL_CHECK(end, st_->comm);
     });
+  }
+  std::unique_ptr<Communicator> do_split(int color, int key) override {
+    if (st_->aborted) throw CommError("NCCL communicator was aborted: " + st_->abort_reason);
+    return std::make_unique<NcclCommunicator>(*st_, color, key);
   }
   std::unique_ptr<Work> do_barrier() override {
     // NCCL has no barrier: a one-word all-reduce that every rank must join; wait() gives the barrier.

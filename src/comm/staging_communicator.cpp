@@ -105,9 +105,15 @@ class StagingCommunicator final : public ForwardingCommunicator {
              "make_staging_communicator: every DeviceCopier member must be set");
     pool_ = std::make_shared<HostPool>(std::move(c));
   }
+  // A split of `inner`, staging through the same pool of host buffers.
+  StagingCommunicator(std::unique_ptr<Communicator> inner, std::shared_ptr<HostPool> pool)
+      : ForwardingCommunicator(std::move(inner), "make_staging_communicator"), pool_(std::move(pool)) {}
   bool device_buffers() const override { return true; }
 
  protected:
+  std::unique_ptr<Communicator> do_split(int color, int key) override {
+    return std::make_unique<StagingCommunicator>(inner_->split(color, key), pool_);
+  }
   std::unique_ptr<Work> do_all_reduce(void* buf, size_t count, DataType t, ReduceOp op) override {
     std::vector<Staged> s = {stage(buf, count * dtype_size(t), true, true)};
     auto w = inner_->all_reduce_async(s[0].host, count, t, op);

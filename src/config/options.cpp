@@ -283,8 +283,9 @@ std::vector<OptionSpec> build_table() {
 
   // [parallel]
   t.push_back(enum_opt("parallel.strategy", &RC::parallel, &ParallelSection::strategy,
-                       {"single", "ddp", "zero1", "zero2", "fsdp"}, "single",
-                       "where parameters, gradients and optimizer state live"));
+                       {"single", "ddp", "zero1", "zero2", "fsdp", "hsdp"}, "single",
+                       "where parameters, gradients and optimizer state live (hsdp: fsdp inside each shard group "
+                       "of the mesh, gradients all-reduced across the replicas; docs/strategies.md)"));
   t.push_back(enum_opt("parallel.backend", &RC::parallel, &ParallelSection::backend, {"auto", "mpi", "nccl"}, "auto",
                        "communicator: auto = nccl on GPUs, mpi on CPUs; mpi on GPUs stages buffers through pinned "
                        "host memory (several ranks may then share one GPU)"));
@@ -307,6 +308,9 @@ std::vector<OptionSpec> build_table() {
                        "peak memory; false prefetches every layer"));
   t.push_back(int_opt("parallel.emulate_nodes", &RC::parallel, &ParallelSection::emulate_nodes, 0, 0, 4096,
                       "split each host's ranks into this many emulated nodes (0 = real topology)"));
+  t.push_back(int_opt("parallel.dp_replicate", &RC::parallel, &ParallelSection::dp_replicate, 0, 0, 65536,
+                      "hsdp: replica groups of the data-parallel mesh (dp_replicate x dp_shard = ranks); each shard "
+                      "group is placed inside a node; 0 = one replica per node"));
 
   // [checkpoint]
   t.push_back(int_opt("checkpoint.every", &RC::checkpoint, &CheckpointSection::every, 0, 0, imax,
@@ -569,6 +573,12 @@ void validate_run_config(const RunConfig& c, const ValidationContext& ctx) {
   if (p.emulate_nodes > ctx.world_size)
     add("parallel.emulate_nodes", "cannot split " + std::to_string(ctx.world_size) + " ranks into " +
                                       std::to_string(p.emulate_nodes) + " nodes");
+  if (p.dp_replicate > 0 && p.strategy != "hsdp")
+    add("parallel.dp_replicate", "sets the replicas of hsdp's mesh, but parallel.strategy is " + p.strategy +
+                                     " (set parallel.strategy = hsdp, or leave dp_replicate at 0)");
+  if (p.strategy == "hsdp" && p.dp_replicate > 0 && ctx.world_size % p.dp_replicate != 0)
+    add("parallel.dp_replicate", std::to_string(p.dp_replicate) + " replicas do not divide the " +
+                                     std::to_string(ctx.world_size) + " ranks");
   if (c.model.cuda_attention == "flash" && c.model.dtype == "fp32")
     add("model.cuda_attention", "flash (FlashAttention-2) has no fp32 kernel; with model.dtype = fp32 use auto or "
                                 "efficient, or set model.dtype = bf16");
@@ -578,9 +588,9 @@ void validate_run_config(const RunConfig& c, const ValidationContext& ctx) {
   else if (c.model.cpu_attention == "blocked" && p.device != "cuda" && !ctx.cpu_blocked_attention)
     add("model.cpu_attention", "blocked needs a CPU with AVX-512 BF16 (and libtorch's brgemm for it); this one "
                                "has not: use auto or flash");
-  if (!c.model.fused_head && p.strategy == "fsdp")
-    add("model.fused_head", "the unfused reference head needs the whole head on one rank; fsdp shards it "
-                            "(compare the paths with single or ddp)");
+  if (!c.model.fused_head && (p.strategy == "fsdp" || p.strategy == "hsdp"))
+    add("model.fused_head", "the unfused reference head needs the whole head on one rank; " + p.strategy +
+                                " shards it (compare the paths with single or ddp)");
   if (c.run.warmup_steps >= c.run.steps)
     add("run.warmup_steps", "must be smaller than run.steps (" + std::to_string(c.run.steps) +
                                 ") so at least one step is measured");

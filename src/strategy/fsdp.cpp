@@ -8,6 +8,13 @@
 // all-gathers the hidden states, computes softmax statistics over the local rows and combines them
 // across ranks. That moves O(tokens x hidden) instead of O(vocabulary x hidden) and keeps the largest
 // matrix of a small model from ever being resident in full.
+//
+// hsdp is this strategy on one shard group of the mesh, with `replicate_` joining the groups: each gradient
+// shard, once reduce-scattered within the group, is all-reduced over the ranks that hold the same shard in
+// the other groups (issued one layer later in the backward, so it overlaps the next layer's computation;
+// the vocabulary units' shards, which the embedding and head accumulate locally, on the last micro-step).
+// Everything else (gathers, the vocabulary exchange, the norm, checkpoints' gathered state) stays inside
+// the group, whose replicas hold the same values.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -24,8 +31,9 @@ namespace {
 class FsdpStrategy final : public TrainingStrategy {
  public:
   FsdpStrategy(const StrategySpec& spec, const model::ModelLayout& m, at::ScalarType dtype, comm::Communicator* comm,
-               device::Device& dev)
-      : TrainingStrategy(m, dtype, comm, dev), spec_(spec), world_(comm->size()), rank_(comm->rank()) {
+               device::Device& dev, comm::Communicator* replicate)
+      : TrainingStrategy(m, dtype, comm, dev), spec_(spec), world_(comm->size()), rank_(comm->rank()),
+        replicate_(replicate) {
     units_.resize(m_.units.size());
     const int64_t D = m_.shape.hidden;
     // Rows per rank of the (V, D) vocabulary matrices, covering the unit's whole (aligned) buffer.
@@ -53,7 +61,7 @@ class FsdpStrategy final : public TrainingStrategy {
     }
   }
 
-  const char* name() const override { return "fsdp"; }
+  const char* name() const override { return replicate_ ? "hsdp" : "fsdp"; }
 
   void initialize(const InitSource& src) override {
     const auto f32 = opts(at::kFloat);
@@ -121,7 +129,8 @@ class FsdpStrategy final : public TrainingStrategy {
   }
 
   void begin_micro(int micro) override {
-    sync_now_ = spec_.sync_every_micro || micro == spec_.grad_accum - 1;
+    last_micro_ = micro == spec_.grad_accum - 1;
+    sync_now_ = spec_.sync_every_micro || last_micro_;
   }
 
   void backward_done(int unit) override {
@@ -132,14 +141,36 @@ class FsdpStrategy final : public TrainingStrategy {
     x.g_recv = at::empty({x.t_piece}, opts(at::kFloat));
     x.g_work = comm_->reduce_scatter_async(x.g_full.data_ptr(), x.g_recv.data_ptr(), x.t_piece,
                                            comm::DataType::kFloat32, comm::ReduceOp::kSum);
+    if (replicate_) {
+      // The previous unit's shard is complete by now (or nearly): on to its replicas. A fixed lag of one
+      // unit, so that every rank issues the replicate dimension's collectives in the same order.
+      if (across_pending_ >= 0) reduce_across_replicas(units_[across_pending_]);
+      across_pending_ = unit;
+    }
   }
 
   void end_micro() override {
     if (!sync_now_) return;
+    if (replicate_) {
+      if (across_pending_ >= 0) reduce_across_replicas(units_[across_pending_]);
+      across_pending_ = -1;
+      // The vocabulary units' shards hold this rank's whole accumulation (no reduce-scatter): summed over
+      // the replicas once, on the last micro-step.
+      for (auto& x : units_)
+        if (last_micro_ && x.vocab && x.g_shard.defined())
+          x.a_work = replicate_->all_reduce_async(x.g_shard.data_ptr(), x.t_piece, comm::DataType::kFloat32,
+                                                  comm::ReduceOp::kSum);
+    }
     for (auto& x : units_) {
-      if (!x.g_work) continue;
-      comm_->wait(x.g_work);
-      x.g_work.reset();
+      if (x.g_work) {
+        comm_->wait(x.g_work);
+        x.g_work.reset();
+      }
+      if (x.a_work) {
+        replicate_->wait(x.a_work);
+        x.a_work.reset();
+      }
+      if (!x.g_recv.defined()) continue;
       x.g_shard.add_(x.g_recv);
       x.g_recv = at::Tensor();
       x.g_full = at::Tensor();
@@ -213,7 +244,8 @@ class FsdpStrategy final : public TrainingStrategy {
   LocalState local_state() override {
     LocalState s;
     s.step = step_;
-    s.replicated_params.resize(units_.size());  // nothing trainable is replicated at rest
+    s.replicas = replicate_ ? replicate_->size() : 1;
+    s.replicated_params.resize(units_.size());  // nothing trainable is replicated at rest (within a group)
     for (size_t u = 0; u < units_.size(); ++u) {
       Unit& x = units_[u];
       if (!x.t_shard.defined()) continue;
@@ -228,7 +260,7 @@ class FsdpStrategy final : public TrainingStrategy {
 
   int64_t prefetched_layers() const override { return prefetched_; }
 
-  MemoryPrediction predict_memory() const override { return predict_model_state("fsdp", m_, dtype_, world_); }
+  MemoryPrediction predict_memory() const override { return predict_model_state(name(), m_, dtype_, world_); }
 
   // ---- vocabulary-sharded embedding and head ----
   at::Tensor embed_lookup(const model::ModelLayout& m, const at::Tensor& ids) override {
@@ -304,7 +336,17 @@ class FsdpStrategy final : public TrainingStrategy {
     optim::Ranges decay;  // within the owned trainable piece
     at::Tensor c_full, t_full, g_full, g_recv;
     std::unique_ptr<comm::Work> c_work, t_work, g_work;
+    std::unique_ptr<comm::Work> a_work;  // hsdp: the all-reduce of the gradient shard across the replicas
   };
+
+  // hsdp: waits for x's reduce-scatter within the group and starts the all-reduce of its shard across the
+  // replicas (end_micro waits for it).
+  void reduce_across_replicas(Unit& x) {
+    comm_->wait(x.g_work);
+    x.g_work.reset();
+    x.a_work = replicate_->all_reduce_async(x.g_recv.data_ptr(), x.t_piece, comm::DataType::kFloat32,
+                                            comm::ReduceOp::kSum);
+  }
 
   void issue_gather(int unit) {
     Unit& x = units_[unit];
@@ -391,7 +433,10 @@ class FsdpStrategy final : public TrainingStrategy {
   }
 
   StrategySpec spec_;
-  int world_, rank_;
+  int world_, rank_;  // of the shard group (hsdp) or the job (fsdp)
+  comm::Communicator* replicate_ = nullptr;  // hsdp: the ranks holding this rank's shard in the other groups
+  int across_pending_ = -1;  // hsdp: the unit whose reduce-scatter was issued last and not yet reduced across
+  bool last_micro_ = true;
   int64_t rows_per_rank_ = 0;
   std::vector<Unit> units_;
   bool sync_now_ = true;
@@ -407,8 +452,9 @@ class FsdpStrategy final : public TrainingStrategy {
 }  // namespace
 
 std::unique_ptr<TrainingStrategy> make_fsdp(const StrategySpec& spec, const model::ModelLayout& m, at::ScalarType dtype,
-                                            comm::Communicator* comm, device::Device& dev) {
-  return std::make_unique<FsdpStrategy>(spec, m, dtype, comm, dev);
+                                            comm::Communicator* comm, device::Device& dev,
+                                            comm::Communicator* replicate) {
+  return std::make_unique<FsdpStrategy>(spec, m, dtype, comm, dev, replicate);
 }
 
 }  // namespace lorabench::strategy

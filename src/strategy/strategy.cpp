@@ -92,7 +92,7 @@ MemoryPrediction predict_model_state(const std::string& strategy, const model::M
   const std::string w = std::to_string(world);
   const std::string c = alias ? "" : std::to_string(ds) + "Ψc + ";
   MemoryPrediction p;
-  if (strategy == "fsdp") {
+  if (strategy == "fsdp" || strategy == "hsdp") {  // hsdp: `world` is its shard group's size
     p.params = ((alias ? 0 : pc * ds) + pt * 4) / world;
     p.grads = pt * 4 / world;
     p.optimizer = pt * 8 / world;
@@ -110,7 +110,7 @@ MemoryPrediction predict_model_state(const std::string& strategy, const model::M
 
 std::unique_ptr<TrainingStrategy> TrainingStrategy::create(const StrategySpec& spec, const model::ModelLayout& m,
                                                            at::ScalarType dtype, comm::Communicator* comm,
-                                                           device::Device* dev_or_null) {
+                                                           device::Device* dev_or_null, const MeshGroups& mesh) {
   device::Device& dev = dev_or_null ? *dev_or_null : device::cpu_device();
   const int world = comm ? comm->size() : 1;
   if (dev.is_cuda() && comm != nullptr && !comm->device_buffers())
@@ -125,6 +125,16 @@ std::unique_ptr<TrainingStrategy> TrainingStrategy::create(const StrategySpec& s
   if (spec.name == "ddp" || spec.name == "zero1" || spec.name == "zero2")
     return make_replicated(spec.name, spec, m, dtype, comm, dev);
   if (spec.name == "fsdp") return make_fsdp(spec, m, dtype, comm, dev);
+  if (spec.name == "hsdp") {
+    if (mesh.shard == nullptr || mesh.replicate == nullptr)
+      throw Error("strategy hsdp needs the mesh's shard and replicate communicators (comm::split_mesh)");
+    if (mesh.shard->size() * mesh.replicate->size() != world)
+      throw Error("strategy hsdp: the mesh's groups (" + std::to_string(mesh.replicate->size()) + " x " +
+                  std::to_string(mesh.shard->size()) + ") do not cover the " + std::to_string(world) + " ranks");
+    if (dev.is_cuda() && !(mesh.shard->device_buffers() && mesh.replicate->device_buffers()))
+      throw Error("strategy hsdp: the model is on " + dev.str() + " but the mesh's communicators take host buffers");
+    return make_fsdp(spec, m, dtype, mesh.shard, dev, mesh.replicate);
+  }
   throw ConfigError("parallel.strategy: unknown strategy \"" + spec.name + "\"");
 }
 

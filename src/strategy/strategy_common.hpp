@@ -21,7 +21,10 @@ void fill_unit(const model::ModelLayout& m, int u, const InitSource& src, const 
 std::unique_ptr<TrainingStrategy> make_replicated(const std::string& name, const StrategySpec& spec,
                                                   const model::ModelLayout& m, at::ScalarType dtype,
                                                   comm::Communicator* comm, device::Device& dev);
+// fsdp over `comm`; with `replicate` (hsdp) `comm` is the shard group and the gradient shards are also summed
+// over `replicate`.
 std::unique_ptr<TrainingStrategy> make_fsdp(const StrategySpec& spec, const model::ModelLayout& m, at::ScalarType dtype,
-                                            comm::Communicator* comm, device::Device& dev);
+                                            comm::Communicator* comm, device::Device& dev,
+                                            comm::Communicator* replicate = nullptr);
 
 }  // namespace lorabench::strategy

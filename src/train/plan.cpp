@@ -482,12 +482,19 @@ double place_on_node(PlanRow& r, const PlanInputs& in, bool* enough_gpus) {
   return std::max(1.0, double(r.ranks_per_node) * in.c.parallel.threads_per_rank / double(in.cpus));
 }
 
-// Seconds of a step's collectives under strategy `st` on `w` ranks, over the bus bandwidths `bw`.
-double comm_seconds(const PlanInputs& in, const std::string& st, int w, const CommBandwidth& bw) {
+// Seconds of a step's collectives under strategy `st` on `w` ranks, over the bus bandwidths `bw`. hsdp:
+// fsdp's within a shard group of w / replicas ranks, and each micro-step's gradient shards all-reduced across
+// the replicas.
+double comm_seconds(const PlanInputs& in, const std::string& st, int w, const CommBandwidth& bw, int replicas = 1) {
   RunConfig cc = in.c;
   cc.parallel.strategy = st;
   const int syncs = strategy_spec_of(cc).sync_every_micro ? in.accum : 1;
   const double grads = double(in.pt) * 4;
+  if (st == "hsdp") {
+    const int shard = w / replicas;
+    return comm_seconds(in, "fsdp", shard, bw) +
+           (replicas > 1 ? syncs * transfer_s(bw, "all_reduce", grads / shard, replicas) : 0.0);
+  }
   if (st == "ddp") return syncs * transfer_s(bw, "all_reduce", grads, w);
   if (st == "zero1") return syncs * transfer_s(bw, "all_reduce", grads, w) + transfer_s(bw, "all_gather", grads, w);
   if (st == "zero2")
@@ -502,10 +509,12 @@ double comm_seconds(const PlanInputs& in, const std::string& st, int w, const Co
 // The row's step time from the probe: compute (oversubscribed as the node is) plus the collectives.
 void predict_time(PlanRow& r, const PlanInputs& in, double oversub, const CommBandwidth& bw) {
   const ProbeResult& p = *in.probe;
-  const bool sharded_optimizer = r.strategy == "zero1" || r.strategy == "zero2" || r.strategy == "fsdp";
-  r.compute_s = (in.accum * p.micro_s + (sharded_optimizer ? p.optimizer_s / r.world : p.optimizer_s)) * oversub;
+  const bool sharded_optimizer =
+      r.strategy == "zero1" || r.strategy == "zero2" || r.strategy == "fsdp" || r.strategy == "hsdp";
+  const int owners = r.world / r.dp_replicate;  // the ranks one optimizer step is shared by
+  r.compute_s = (in.accum * p.micro_s + (sharded_optimizer ? p.optimizer_s / owners : p.optimizer_s)) * oversub;
   // No bandwidth known (one process on a GPU, no --comm file): the collectives' time is unknown.
-  r.comm_s = r.world > 1 && !bw.known() ? NAN : comm_seconds(in, r.strategy, r.world, bw);
+  r.comm_s = r.world > 1 && !bw.known() ? NAN : comm_seconds(in, r.strategy, r.world, bw, r.dp_replicate);
   r.step_s = r.compute_s + r.comm_s;
   r.tokens_per_s = double(r.world) * in.accum * double(in.N) / r.step_s;
 }
@@ -520,11 +529,22 @@ PlanRow plan_row(const PlanInputs& in, const std::string& st, int w, const CommB
   r.ranks_per_node = o.ranks_per_node > 0       ? std::min(w, o.ranks_per_node)
                      : o.gpu && !o.share_gpus ? std::min(w, in.gpus)
                                               : w;
-  const strategy::MemoryPrediction ms = strategy::predict_model_state(st, in.layout, in.dtype, w);
+  // hsdp: what a rank holds is fsdp's over its shard group; the replicas (one per node unless
+  // parallel.dp_replicate says) hold copies.
+  if (st == "hsdp")
+    r.dp_replicate = in.c.parallel.dp_replicate > 0 ? in.c.parallel.dp_replicate
+                                                    : std::max(1, w / std::max(1, r.ranks_per_node));
+  if (w % r.dp_replicate != 0) {
+    r.fits = false;
+    r.note = strformat("%d replicas do not divide %d ranks (parallel.dp_replicate)", r.dp_replicate, w);
+    return r;
+  }
+  const int group = w / r.dp_replicate;
+  const strategy::MemoryPrediction ms = strategy::predict_model_state(st, in.layout, in.dtype, group);
   r.model_state = ms.total();
   r.formula = ms.formula;
   r.activations = in.probe ? in.probe->activation_bytes : activation_lower_bound(in.c);
-  r.strategy_extra = strategy_extra_bytes(in, st, w);
+  r.strategy_extra = strategy_extra_bytes(in, st == "hsdp" ? "fsdp" : st, group);
   r.tensor_peak = r.model_state + r.activations + r.strategy_extra + (in.probe ? in.probe->persistent_bytes : 0);
   bool enough_gpus = true;
   const double oversub = place_on_node(r, in, &enough_gpus);
@@ -577,7 +597,10 @@ std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, 
   for (const auto& r : rows) {
     const std::string per_node =
         r.ranks_per_gpu > 1 ? strformat("%d (%d per GPU)", r.ranks_per_node, r.ranks_per_gpu) : std::to_string(r.ranks_per_node);
-    o += strformat("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |", r.strategy.c_str(), r.world,
+    const std::string name = r.dp_replicate > 1 ? strformat("%s (%d x %d)", r.strategy.c_str(), r.dp_replicate,
+                                                              r.world / r.dp_replicate)
+                                                : r.strategy;
+    o += strformat("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |", name.c_str(), r.world,
                    per_node.c_str(), b(r.model_state).c_str(), r.formula.c_str(), b(r.activations).c_str(),
                    b(r.strategy_extra).c_str(), b(r.tensor_peak).c_str(), b(po.gpu ? r.reserved : r.rss).c_str(),
                    b(r.available).c_str(), r.fits ? "yes" : "**no**");
@@ -625,11 +648,16 @@ int64_t memory_for_fit_checks(const RunConfig& c, int64_t measured) {
   return c.fault.memory_available_mb > 0 ? int64_t(c.fault.memory_available_mb) << 20 : measured;
 }
 
-void check_fits_or_throw(const RunConfig& c, int world, int ranks_sharing, int64_t available, const std::string& where) {
+void check_fits_or_throw(const RunConfig& c, int world, int ranks_sharing, int64_t available, const std::string& where,
+                         int nodes) {
   if (available < 0) return;
   const model::ModelShape shape = model_shape_of(c);
   const model::ModelLayout layout = layout_of(c, shape);
-  const strategy::MemoryPrediction ms = strategy::predict_model_state(c.parallel.strategy, layout, dtype_of(c), world);
+  // hsdp: the model state is sharded over a shard group (world / replicas ranks) only.
+  const int replicas = c.parallel.strategy != "hsdp" ? 1 : c.parallel.dp_replicate > 0 ? c.parallel.dp_replicate
+                                                                                        : std::max(1, nodes);
+  const strategy::MemoryPrediction ms =
+      strategy::predict_model_state(c.parallel.strategy, layout, dtype_of(c), std::max(1, world / replicas));
   const int64_t act = activation_lower_bound(c);
   const int64_t need = ms.total() + act;
   const data::BatchGeometry geo = batch_geometry_of(c, world);

@@ -159,7 +159,8 @@ strategy::StrategySpec strategy_spec_of(const RunConfig& c) {
   // reduce every micro-step, which is what lets them drop full-size gradients between micro-steps.
   const std::string& gs = c.parallel.grad_sync;
   sp.sync_every_micro =
-      gs == "every" || (gs == "auto" && (c.parallel.strategy == "zero2" || c.parallel.strategy == "fsdp"));
+      gs == "every" || (gs == "auto" && (c.parallel.strategy == "zero2" || c.parallel.strategy == "fsdp" ||
+                                         c.parallel.strategy == "hsdp"));
   return sp;
 }
 

@@ -142,15 +142,18 @@ StateCheck check_trainable_state(strategy::TrainingStrategy& s, const strategy::
                                 r, L.units[size_t(x[kBadUnit])].name.c_str(), (long long)x[kBadElement],
                                 what_name(x[kBadWhat])));
     }
-    if (owned != total)
-      bad.push_back(strformat("the ranks' own shards hold %lld elements, the trainable state has %lld",
-                              (long long)owned, (long long)total));
+    // hsdp: every replica group's shards add up to the state.
+    if (owned != total * local.replicas)
+      bad.push_back(strformat("the ranks' own shards hold %lld elements, the trainable state has %lld%s",
+                              (long long)owned, (long long)total,
+                              local.replicas > 1 ? strformat(" in each of %d replica groups", local.replicas).c_str()
+                                                 : ""));
     if (!same(kGatheredDigest))
       bad.push_back("the gathered state " + differing(all, kGatheredDigest));
     if (!same(kReplicaDigest))
       bad.push_back("the copy of the replicated parameters " + differing(all, kReplicaDigest));
     c.passed = bad.empty();
-    const bool has_replicas = strat != "fsdp";
+    const bool has_replicas = strat != "fsdp" && strat != "hsdp";
     c.detail = c.passed ? std::string("every rank's own shard (parameters and AdamW moments, read before any "
                                       "gather) is bitwise its slice of the gathered state, which is the same on "
                                       "every rank; the shards add up to the state") +

@@ -105,10 +105,13 @@ metrics::MemoryBandwidth measure_job_bandwidth(const TrainEnv& env) {
 
 // What a step must move and compute per rank, by phase (metrics/roofline.hpp; docs/metrics.md).
 void count_step_work(Setup& s, const RunConfig& c, const model::ModelShape& shape, const metrics::LoraSpec& ml,
-                     device::Device& dev) {
+                     device::Device& dev, const comm::Mesh* mesh) {
   const metrics::TransformerShape fs = flops_shape(shape);
-  const int world = s.geo.world_size;
-  const bool sharded = c.parallel.strategy == "zero1" || c.parallel.strategy == "zero2" || c.parallel.strategy == "fsdp";
+  const bool hsdp = c.parallel.strategy == "hsdp";
+  // The ranks that share the optimizer state: hsdp's shard group.
+  const int world = hsdp && mesh != nullptr ? mesh->dp_shard : s.geo.world_size;
+  const bool sharded = c.parallel.strategy == "zero1" || c.parallel.strategy == "zero2" ||
+                       c.parallel.strategy == "fsdp" || hsdp;
   metrics::TrafficSpec t;
   t.tokens = s.geo.micro_batch_tokens();
   t.grad_accum = s.geo.grad_accum;
@@ -186,7 +189,7 @@ Setup make_setup(const TrainEnv& env) {
   } else {
     s.bandwidth = measure_job_bandwidth(env);
   }
-  count_step_work(s, c, shape, ml, device_of(env));
+  count_step_work(s, c, shape, ml, device_of(env), env.mesh ? &env.mesh->mesh : nullptr);
 
   s.spec = strategy_spec_of(c);
   s.step = step_config_of(c);
@@ -430,7 +433,9 @@ class Trainer {
 
   // The trial's strategy, with the weights loaded or initialised on every rank.
   std::unique_ptr<strategy::TrainingStrategy> make_strategy(int trial) {
-    auto strat = strategy::TrainingStrategy::create(s_.spec, s_.layout, s_.dtype, env_.comm, &dev_);
+    strategy::MeshGroups groups;
+    if (env_.mesh) groups = {env_.mesh->shard.get(), env_.mesh->replicate.get()};
+    auto strat = strategy::TrainingStrategy::create(s_.spec, s_.layout, s_.dtype, env_.comm, &dev_, groups);
     strategy::InitSource src;
     src.seed = c_.run.seed;
     src.snapshot = s_.snapshot.get();
@@ -509,8 +514,15 @@ class Trainer {
     dev_.reset_peak();
     sys::reset_peak_rss();
     const comm::CommStats c0 = env_.comm->stats();
+    const int64_t shard0 = env_.mesh ? env_.mesh->shard->stats().total_bytes() : 0;
+    const int64_t rep0 = env_.mesh ? env_.mesh->replicate->stats().total_bytes() : 0;
     env_.comm->take_timeline();  // drops collectives between steps (checkpoints): not part of a step
     StepResult r = runner.run(step);
+    if (env_.mesh) {  // bytes per mesh dimension (the step row has them summed)
+      mesh_bytes_[0] += double(env_.mesh->shard->stats().total_bytes() - shard0);
+      mesh_bytes_[1] += double(env_.mesh->replicate->stats().total_bytes() - rep0);
+      ++mesh_steps_;
+    }
     const std::vector<comm::CollectiveTiming> timeline = env_.comm->take_timeline();
     fill_row(row, trial, step, r, c0, env_.comm->stats());
     row[schema::kCollectives] = double(timeline.size());
@@ -731,6 +743,8 @@ class Trainer {
   strategy::MemoryPrediction prediction_;
   comm::ClockOffsets clocks_;
   int64_t prefetched_layers_ = 0;
+  double mesh_bytes_[2] = {0, 0};  // hsdp: bytes this rank handed to the dp_shard and dp_replicate collectives
+  int64_t mesh_steps_ = 0;         // in this many steps
   int64_t clipped_steps_ = 0, skipped_steps_ = 0, empty_steps_ = 0;
   bool losses_finite_ = true;
   StateCheck state_check_;  // the first trial's, or the first failed one's
@@ -785,6 +799,11 @@ void Trainer::write_summary(io::RunFileWriter& run) {
   f.state_check = {state_check_.name, state_check_.passed, state_check_.detail};
   const RunSummary sum = summarize_run(log_.rows(), f);
   write_run_summary(run, sum);
+  if (env_.mesh && mesh_steps_ > 0) {  // docs/hdf5-schema.md, /metrics/summary
+    run.write_summary("mesh", env_.mesh->mesh.describe());
+    run.write_summary("comm_bytes_per_step_dp_shard", mesh_bytes_[0] / double(mesh_steps_));
+    run.write_summary("comm_bytes_per_step_dp_replicate", mesh_bytes_[1] / double(mesh_steps_));
+  }
   if (stopped_signal_ != 0) {
     run.set_status(schema::kStatusPreempted, stop_message_);
   } else {

@@ -26,6 +26,7 @@
 #include "lorabench/data/batch.hpp"
 #include "lorabench/io/checkpoint.hpp"
 #include "lorabench/io/h5.hpp"
+#include "lorabench/comm/mesh.hpp"
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/train/checkpoint.hpp"
 #include "lorabench/train/step_runner.hpp"
@@ -126,12 +127,18 @@ Trajectory run_job(const Job& j, int64_t last_step, const std::string& run_dir, 
   model::ModelLayout layout = model::build_layout(shape, lora);
   std::unique_ptr<comm::Communicator> comm;
   if (j.strategy != "single") comm = comm::make_mpi_communicator(j.comm);
+  comm::MeshComms mesh;  // hsdp: two replica groups of consecutive ranks (one on an odd world)
+  strategy::MeshGroups groups;
+  if (j.strategy == "hsdp") {
+    mesh = comm::split_mesh(*comm, comm::consecutive_mesh(j.world(), j.world() % 2 == 0 ? 2 : 1));
+    groups = {mesh.shard.get(), mesh.replicate.get()};
+  }
   strategy::StrategySpec spec;
   spec.name = j.strategy;
   spec.bucket_mb = 0.02;
   spec.grad_accum = j.accum;
-  spec.sync_every_micro = j.strategy == "zero2" || j.strategy == "fsdp";
-  auto s = strategy::TrainingStrategy::create(spec, layout, at::kFloat, comm.get());
+  spec.sync_every_micro = j.strategy == "zero2" || j.strategy == "fsdp" || j.strategy == "hsdp";
+  auto s = strategy::TrainingStrategy::create(spec, layout, at::kFloat, comm.get(), nullptr, groups);
   strategy::InitSource src;
   src.seed = cfg.run.seed;
   s->initialize(src);
@@ -506,7 +513,8 @@ TEST_P(ExactResume, ContinuesBitIdentically) {
 INSTANTIATE_TEST_SUITE_P(Strategies, ExactResume,
                          ::testing::Values(ExactCase{"ddp", true, 1}, ExactCase{"zero1", true, 2},
                                            ExactCase{"zero2", true, 1}, ExactCase{"fsdp", true, 2},
-                                           ExactCase{"fsdp", false, 1}, ExactCase{"ddp", false, 1}),
+                                           ExactCase{"fsdp", false, 1}, ExactCase{"ddp", false, 1},
+                                           ExactCase{"hsdp", true, 2}),
                          [](const ::testing::TestParamInfo<ExactCase>& i) {
                            return i.param.strategy + (i.param.lora ? "_lora" : "_full") + "_accum" +
                                   std::to_string(i.param.accum);
@@ -579,6 +587,35 @@ TEST(CheckpointReshard, SingleRankCheckpointResumesWithFsdp) {
   Trajectory ref = run_job(fsdp, kSteps, shared_dir("from_single_ref"), "", 0);
   expect_close_continuation(run_job(fsdp, kSteps, shared_dir("from_single_run"), ck, 0), ref,
                             "single x1 -> fsdp x" + std::to_string(W));
+}
+
+// hsdp's checkpoint is the full state like every other: it resumes as fsdp on the same ranks and as single on
+// one, and an fsdp checkpoint resumes as hsdp.
+TEST(CheckpointReshard, HsdpCheckpointResumesAsFsdpAndSingleAndBack) {
+  const int W = world_size();
+  Job hsdp;
+  hsdp.strategy = "hsdp";
+  hsdp.dropout = 0;  // dropout masks depend on the micro-batch split, which changes here
+  const std::string ref_dir = shared_dir("hsdp_ref"), run = shared_dir("hsdp_run");
+  Trajectory ref = run_job(hsdp, kSteps, ref_dir, "", 0);
+  run_job(hsdp, 3, run, "", 3);
+  const std::string ck = ckpt_path(run, 3);
+  Job fsdp = hsdp;
+  fsdp.strategy = "fsdp";
+  expect_close_continuation(run_job(fsdp, kSteps, shared_dir("hsdp_fsdp"), ck, 0), ref,
+                            "hsdp x" + std::to_string(W) + " -> fsdp x" + std::to_string(W));
+  Job single = hsdp;
+  single.strategy = "single";
+  single.comm = MPI_COMM_SELF;
+  single.accum = W;
+  expect_close_continuation(run_job(single, kSteps, shared_dir("hsdp_single", true), ck, 0), ref,
+                            "hsdp x" + std::to_string(W) + " -> single x1");
+  // And back: fsdp's checkpoint continued by hsdp.
+  const std::string frun = shared_dir("fsdp_for_hsdp");
+  Trajectory fref = run_job(fsdp, kSteps, shared_dir("fsdp_for_hsdp_ref"), "", 0);
+  run_job(fsdp, 3, frun, "", 3);
+  expect_close_continuation(run_job(hsdp, kSteps, shared_dir("fsdp_hsdp"), ckpt_path(frun, 3), 0), fref,
+                            "fsdp x" + std::to_string(W) + " -> hsdp x" + std::to_string(W));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include "comm_test_util.hpp"
 #include "lorabench/comm/checked_communicator.hpp"
+#include "lorabench/comm/mesh.hpp"
 #include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/core/error.hpp"
 
@@ -101,6 +102,57 @@ TEST_P(Collectives, UnfinishedWorkWaitsWhenDestroyed) {
   EXPECT_EQ(v.back(), n * (n + 1) / 2);
 }
 
+// A split (a device mesh's dimension): even and odd ranks form two communicators ranked by descending world
+// rank; each computes its own sums and the closed forms hold in it; its traffic counts in the parent's stats
+// and its own; the collectives run through the decorators (the checker is split with it); a mesh of 2 x n/2
+// is the split of comm/mesh.hpp.
+TEST_P(Collectives, SplitFormsSubCommunicatorsThatReportToTheParent) {
+  auto c = make(GetParam());
+  const int rank = c->rank(), size = c->size();
+  auto sub = c->split(rank % 2, -rank);
+  int members = 0, below = 0;  // ranks of my color, and those of them with a larger world rank (ranked first)
+  for (int r = 0; r < size; ++r)
+    if (r % 2 == rank % 2) {
+      ++members;
+      below += r > rank;
+    }
+  EXPECT_EQ(sub->size(), members);
+  EXPECT_EQ(sub->rank(), below);
+  int64_t v = rank + 1, want = 0;
+  for (int r = rank % 2; r < size; r += 2) want += r + 1;
+  c->reset_stats();
+  sub->all_reduce(&v, 1, DataType::kInt64, ReduceOp::kSum);
+  EXPECT_EQ(v, want);
+  check_everything(*sub, -1);
+  EXPECT_GT(sub->stats().total_bytes(), 0);
+  EXPECT_EQ(c->stats().total_bytes(), sub->stats().total_bytes()) << "the parent counts its split's traffic";
+  EXPECT_EQ(c->stats().calls, sub->stats().calls);
+  // Splitting the split: every rank alone.
+  auto alone = sub->split(sub->rank(), 0);
+  EXPECT_EQ(alone->size(), 1);
+  double x = 2.5;
+  alone->all_reduce(&x, 1, DataType::kFloat64, ReduceOp::kSum);
+  EXPECT_EQ(x, 2.5);
+  EXPECT_EQ(c->stats().calls[0], sub->stats().calls[0] + 1) << "a split of a split reports to the root";
+}
+
+TEST_P(Collectives, MeshSplitsIntoShardAndReplicaGroups) {
+  auto c = make(GetParam());
+  const int size = c->size();
+  if (size % 2 != 0) GTEST_SKIP() << "needs an even number of ranks, the job has " << size;
+  MeshComms m = split_mesh(*c, consecutive_mesh(size, 2));
+  EXPECT_EQ(m.shard->size(), size / 2);
+  EXPECT_EQ(m.replicate->size(), 2);
+  EXPECT_EQ(m.me.replica, c->rank() / (size / 2));
+  EXPECT_EQ(m.me.shard, c->rank() % (size / 2));
+  // The shard group sums world ranks of one replica; the replicas sum the ranks holding one shard.
+  int64_t in_group = c->rank(), across = c->rank();
+  m.shard->all_reduce(&in_group, 1, DataType::kInt64, ReduceOp::kSum);
+  m.replicate->all_reduce(&across, 1, DataType::kInt64, ReduceOp::kSum);
+  const int64_t S = size / 2, first = m.me.replica * S;
+  EXPECT_EQ(in_group, S * first + S * (S - 1) / 2);
+  EXPECT_EQ(across, 2 * m.me.shard + S);
+}
 INSTANTIATE_TEST_SUITE_P(Mpi, Collectives, ::testing::Values("mpi", "mpi+checked"),
                          [](const auto& info) { return info.param == "mpi" ? std::string("plain") : std::string("checked"); });
 

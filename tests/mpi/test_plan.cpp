@@ -93,6 +93,37 @@ TEST(Plan, GpuRankMemoryIsItsGpusWithTheAllocatorsSlack) {
   EXPECT_TRUE(f4.fits);
 }
 
+// hsdp on 4 ranks of 2 GPUs per node: one replica group per node, each rank's memory and optimizer share
+// those of fsdp on 2 ranks, and its communication fsdp's on 2 ranks plus the all-reduce of half the gradients
+// across the 2 replicas.
+TEST(Plan, HsdpIsFsdpWithinAShardGroupPlusTheReplicasAllReduce) {
+  RunConfig c = tiny_config();
+  const train::ProbeResult p = gpu_probe();
+  train::PlanOptions o = gpu_options(2, false, 1024 * kMiB);
+  o.strategies = {"fsdp", "hsdp"};
+  const auto rows = train::make_plan(c, o, &p, bandwidth(100));
+  const train::PlanRow& h = row(rows, "hsdp", 4);
+  const train::PlanRow& f2 = row(rows, "fsdp", 2);
+  const train::PlanRow& f4 = row(rows, "fsdp", 4);
+  EXPECT_EQ(h.dp_replicate, 2);
+  EXPECT_EQ(h.model_state, f2.model_state);
+  EXPECT_EQ(h.strategy_extra, f2.strategy_extra);
+  EXPECT_GT(h.model_state, f4.model_state);
+  EXPECT_NEAR(h.compute_s, f2.compute_s, 1e-12);
+  // The replicas' all-reduce of the 2-rank shard of the fp32 LoRA gradients: 2 (R-1)/R x bytes / bandwidth.
+  EXPECT_GT(h.comm_s, f2.comm_s);
+  EXPECT_LT(h.comm_s, f2.comm_s * 1.5);
+  EXPECT_EQ(row(rows, "hsdp", 2).dp_replicate, 1) << "2 ranks on one node: one replica";
+  // parallel.dp_replicate set: 4 replicas of 1 rank (ddp-like), and a count that does not divide is refused.
+  c.parallel.dp_replicate = 4;
+  EXPECT_EQ(row(train::make_plan(c, o, &p, bandwidth(100)), "hsdp", 4).dp_replicate, 4);
+  c.parallel.dp_replicate = 3;
+  const auto refused = train::make_plan(c, o, &p, bandwidth(100));
+  const train::PlanRow& bad = row(refused, "hsdp", 4);
+  EXPECT_FALSE(bad.fits);
+  EXPECT_NE(bad.note.find("3 replicas do not divide 4 ranks"), std::string::npos) << bad.note;
+}
+
 TEST(Plan, GpuTooSmallForTheRankDoesNotFitAndSaysSo) {
   const RunConfig c = tiny_config();
   const train::ProbeResult p = gpu_probe();

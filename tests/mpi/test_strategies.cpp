@@ -22,6 +22,7 @@
 #include <cstring>
 #include <functional>
 
+#include "lorabench/comm/mesh.hpp"
 #include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/data/batch.hpp"
 #include "lorabench/device/device.hpp"
@@ -97,6 +98,10 @@ model::ModelLayout layout_of(const Case& c) {
   return model::build_layout(test_shape(), lora);
 }
 
+// hsdp's mesh in these tests: two replica groups of consecutive ranks where the ranks split evenly (on 4
+// ranks: {0, 1} and {2, 3}, shards within a group), else one.
+comm::Mesh test_mesh(int world) { return comm::consecutive_mesh(world, world % 2 == 0 ? 2 : 1); }
+
 Trajectory train(const Case& c, int world, int micro_batch, int accum, MPI_Comm ctrl, comm::Communicator* comm,
                  const Defect& defect = {}) {
   model::ModelLayout layout = layout_of(c);
@@ -104,8 +109,14 @@ Trajectory train(const Case& c, int world, int micro_batch, int accum, MPI_Comm 
   spec.name = c.strategy;
   spec.bucket_mb = 0.02;  // several buckets, so ZeRO pieces straddle bucket and unit boundaries
   spec.grad_accum = accum;
-  spec.sync_every_micro = c.strategy == "zero2" || c.strategy == "fsdp";
-  auto s = strategy::TrainingStrategy::create(spec, layout, at::kFloat, comm, &test_device());
+  spec.sync_every_micro = c.strategy == "zero2" || c.strategy == "fsdp" || c.strategy == "hsdp";
+  comm::MeshComms mesh;
+  strategy::MeshGroups groups;
+  if (c.strategy == "hsdp") {
+    mesh = comm::split_mesh(*comm, test_mesh(world));
+    groups = {mesh.shard.get(), mesh.replicate.get()};
+  }
+  auto s = strategy::TrainingStrategy::create(spec, layout, at::kFloat, comm, &test_device(), groups);
   strategy::InitSource src;
   src.seed = 17;
   s->initialize(src);
@@ -232,12 +243,15 @@ bool same_on_every_rank(const std::vector<at::Tensor>& ts) {
   return same != 0;
 }
 
-// Collective: the ranks' own slices cover every unit exactly once (sharded), or each rank owns every unit
-// whole (replicated). Returns "" or what is wrong.
+// Collective: the ranks' own slices cover every unit exactly once (sharded; hsdp: once in each replica group
+// of test_mesh), or each rank owns every unit whole (replicated). Returns "" or what is wrong.
 std::string ownership_problem(const std::vector<strategy::OwnedSlice>& own, const model::ModelLayout& m,
-                              bool replicated) {
+                              bool replicated, int replicas = 1) {
   int world = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  // The groups of ranks whose slices must cover each unit once: every rank alone (replicated), each replica
+  // group (ranks g*S .. (g+1)*S-1), or all ranks.
+  const int groups = replicated ? world : replicas, per = replicated ? 1 : world / replicas;
   std::vector<int64_t> mine;
   for (const auto& o : own) mine.insert(mine.end(), {int64_t(o.unit), o.offset, o.params.numel()});
   int count = int(mine.size());
@@ -249,9 +263,9 @@ std::string ownership_problem(const std::vector<strategy::OwnedSlice>& own, cons
                  MPI_COMM_WORLD);
   for (size_t u = 0; u < m.units.size(); ++u) {
     const int64_t n = m.units[u].trainable_numel;
-    for (int r = 0; r < (replicated ? world : 1); ++r) {
+    for (int g = 0; g < groups; ++g) {
       std::vector<std::pair<int64_t, int64_t>> ranges;  // (offset, numel)
-      for (int q = replicated ? r : 0; q < (replicated ? r + 1 : world); ++q)
+      for (int q = g * per; q < (g + 1) * per; ++q)
         for (int i = displs[q]; i < displs[q] + counts[q]; i += 3)
           if (all[size_t(i)] == int64_t(u)) ranges.emplace_back(all[size_t(i) + 1], all[size_t(i) + 2]);
       std::sort(ranges.begin(), ranges.end());
@@ -307,20 +321,32 @@ void check_case(const Case& c) {
   // The state as this rank holds it, before any gather (the gathered state above is bitwise the same on
   // every rank by construction for what is sharded). Its own shard: the same slices of the reference.
   const bool replicated = c.strategy == "ddp";
-  EXPECT_EQ(ownership_problem(got.owned, layout_of(c), replicated), "") << c.name();
+  const int replicas = c.strategy == "hsdp" ? test_mesh(world).dp_replicate : 1;
+  EXPECT_EQ(ownership_problem(got.owned, layout_of(c), replicated, replicas), "") << c.name();
   const ShardDiff d = own_vs_reference(got.owned, ref.state);
   const ShardDiff fl = own_vs_reference(same_slices(got.owned, alt.state), ref.state);
   EXPECT_LE(d.params, tolerance(kTol, fl.params)) << c.name() << ": rank " << rank << "'s own weights";
   EXPECT_LE(d.params_elem, 1e-3) << c.name() << ": rank " << rank << "'s own weights, element-wise";
   EXPECT_LE(d.exp_avg, tolerance(2 * kTol, fl.exp_avg)) << c.name() << ": rank " << rank << "'s own AdamW m";
   EXPECT_LE(d.exp_avg_sq, tolerance(2 * kTol, fl.exp_avg_sq)) << c.name() << ": rank " << rank << "'s own AdamW v";
-  // What is replicated (ddp: everything; zero1, zero2: the parameters; fsdp: nothing) is bitwise the same
-  // on every rank: each rank's own copy, not a gathered one.
+  // What is replicated (ddp: everything; zero1, zero2: the parameters; fsdp, hsdp: nothing within a group)
+  // is bitwise the same on every rank: each rank's own copy, not a gathered one.
+  if (replicas > 1) {  // hsdp: each shard bitwise the same in every replica group (what rank r - S holds)
+    const int shard = world / replicas;
+    std::vector<at::Tensor> mine;
+    for (const auto& o : got.owned) mine.insert(mine.end(), {o.params, o.exp_avg, o.exp_avg_sq});
+    at::Tensor flat = mine.empty() ? at::zeros({0}) : at::cat(mine).contiguous(), first = flat.clone();
+    MPI_Comm same_shard;
+    MPI_Comm_split(MPI_COMM_WORLD, rank % shard, rank, &same_shard);
+    MPI_Bcast(first.data_ptr(), int(first.numel()), MPI_FLOAT, 0, same_shard);
+    MPI_Comm_free(&same_shard);
+    EXPECT_TRUE(at::equal(flat, first)) << c.name() << ": rank " << rank << "'s shard differs from its replica's";
+  }
   std::vector<at::Tensor> copies = got.replicated;
   if (replicated)
     for (const auto& o : got.owned) copies.insert(copies.end(), {o.exp_avg, o.exp_avg_sq});
   const bool any_copy = std::any_of(copies.begin(), copies.end(), [](const at::Tensor& t) { return t.defined(); });
-  EXPECT_EQ(any_copy, c.strategy != "fsdp") << c.name() << ": replicated parameters";
+  EXPECT_EQ(any_copy, c.strategy != "fsdp" && c.strategy != "hsdp") << c.name() << ": replicated parameters";
   EXPECT_TRUE(same_on_every_rank(copies)) << c.name() << ": ranks hold different copies of the replicated state";
   // The run file's check of the same state.
   EXPECT_EQ(got.verdict.name, replicated ? "replicas_identical" : "shards_consistent") << c.name();
@@ -333,7 +359,7 @@ TEST_P(Strategies, ReproduceSingleRank) { check_case(GetParam()); }
 
 std::vector<Case> all_cases() {
   std::vector<Case> out;
-  for (const char* s : {"ddp", "zero1", "zero2", "fsdp"})
+  for (const char* s : {"ddp", "zero1", "zero2", "fsdp", "hsdp"})
     for (bool lora : {true, false})
       for (int accum : {1, 4})
         for (bool ac : {false, true}) out.push_back({s, ac, accum, lora});
@@ -404,18 +430,21 @@ TEST_P(BrokenShard, TheOwnShardCheckCatchesASkippedUpdate) {
   // updated copy of the victim's piece, so the replicated copies differ, which this test's bitwise check
   // and the run file's check both see. fsdp: every rank agrees on the victim's values, so nothing without
   // a reference can see the defect and the run file's check passes (docs/strategies.md).
-  const bool zero = c.strategy != "fsdp";
+  // hsdp: the victim's replica in the other group updated the same shard, so the groups' gathered states
+  // differ, which the run file's check sees (with one group, hsdp is fsdp).
+  const bool zero = c.strategy != "fsdp" && c.strategy != "hsdp";
+  const bool other_group = c.strategy == "hsdp" && test_mesh(world).dp_replicate > 1;
   if (!zero) {
-    EXPECT_TRUE(same_on_every_rank(got.state.params)) << c.name();
+    EXPECT_EQ(same_on_every_rank(got.state.params), !other_group) << c.name();
   }
   EXPECT_EQ(same_on_every_rank(got.replicated), !zero) << c.name();
-  EXPECT_EQ(got.verdict.passed, !zero) << c.name() << ": " << got.verdict.detail;
+  EXPECT_EQ(got.verdict.passed, !zero && !other_group) << c.name() << ": " << got.verdict.detail;
   if (rank == 0)
     std::printf("[  broken  ] %s on %d ranks: run file's %s: %s: %s\n", c.strategy.c_str(), world,
                 got.verdict.name.c_str(), got.verdict.passed ? "passed" : "FAILED", got.verdict.detail.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(SkippedUpdate, BrokenShard, ::testing::Values("zero1", "zero2", "fsdp"));
+INSTANTIATE_TEST_SUITE_P(SkippedUpdate, BrokenShard, ::testing::Values("zero1", "zero2", "fsdp", "hsdp"));
 
 // After the final gather the last rank's own state moves by one ulp (train::drift_own_shard, what
 // fault.drift_rank does in a run): a write the gather did not see, as with an update the gather did not
@@ -443,6 +472,6 @@ TEST_P(DriftAfterGather, TheRunFilesCheckFails) {
                 got.verdict.detail.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(OneUlp, DriftAfterGather, ::testing::Values("ddp", "zero1", "zero2", "fsdp"));
+INSTANTIATE_TEST_SUITE_P(OneUlp, DriftAfterGather, ::testing::Values("ddp", "zero1", "zero2", "fsdp", "hsdp"));
 
 }  // namespace

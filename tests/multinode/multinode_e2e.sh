@@ -8,10 +8,12 @@
 # OMPI_MCA_btl_tcp_if_include=lbnet (and oob_tcp_if_include); ranks of one node use shared memory.
 # Cases:
 #   sbatch   sbatch -N 2 --ntasks-per-node=1 slurm/ddp_2node_cpu.sbatch: doctor across the nodes, then DDP;
-#            losses equal to the single-rank run, /ranks and provenance name both nodes
-#   srun     srun -N 2 -n 4 lorabench inputs/fsdp.ini (CI-sized --set), and ddp, zero1, zero2 the same way:
-#            every strategy's losses equal to the single-rank run of the same global batch; node 0,0,1,1,
-#            local rank 0,1,0,1, hosts lbnode0 x2, lbnode1 x2, the node list in the provenance
+#            losses equal to the single-rank run, /ranks and provenance name both nodes; and
+#            slurm/hsdp_2node_cpu.sbatch on 2 x 2 ranks: the mesh of a shard group per node, the same losses
+#   srun     srun -N 2 -n 4 lorabench inputs/fsdp.ini (CI-sized --set), and hsdp, ddp, zero1, zero2 the same
+#            way: every strategy's losses equal to the single-rank run of the same global batch; node 0,0,1,1,
+#            local rank 0,1,0,1, hosts lbnode0 x2, lbnode1 x2, the node list in the provenance; hsdp's mesh
+#            (a shard group per node) in the provenance, and under a tenth of fsdp's bytes over the link
 #   comm     lorabench doctor on 4 ranks of 2 nodes; lorabench comm between the nodes (1 rank each) and
 #            within one node (2 ranks): both VALID, the inter-node bytes crossed the veth link and the
 #            intra-node ones did not; both bandwidths printed side by side
@@ -124,6 +126,23 @@ case "$case_name" in
     check_layout "$run_h5" lbnode0,lbnode1 0,1 0,0 "lbnode[0-1]" "1(x2)"
     same_losses "$out/single/run.h5" "$run_h5"
     check_interface "$run_h5"
+    # The HSDP template the same way, 2 ranks per node: a shard group on each node, the nodes replicas.
+    job=$(LORABENCH_INPUT=inputs/tiny.ini LORABENCH_SET="run.output_dir=$out run.steps=4 run.quiet=true" \
+          on0 sbatch --parsable -N 2 --ntasks-per-node=2 --cpus-per-task=1 --time=4 \
+          --output="$work/job-%j.out" slurm/hsdp_2node_cpu.sbatch)
+    echo "submitted slurm/hsdp_2node_cpu.sbatch -N 2 --ntasks-per-node=2: job $job"
+    run 0 "$work/single4.txt" on0 "$lorabench" inputs/tiny.ini --set parallel.strategy=single --set train.grad_accum=4 \
+      --set run.steps=4 --set run.output_dir="$out" --set run.name=single4 --set run.quiet=true
+    rc=0
+    on0 "$slurm/wait_job.sh" "$job" 180 || rc=$?
+    cat "$work/job-$job.out"
+    [ $rc -eq 0 ] || fail "job $job exited with $rc"
+    run_h5="$out/hsdp_2node_cpu_$job/run.h5"
+    "$run_checker" train-run "$run_h5" 4 4
+    check_layout "$run_h5" lbnode0,lbnode0,lbnode1,lbnode1 0,0,1,1 0,1,0,1 "lbnode[0-1]" "2(x2)"
+    v=$(h5attr "$run_h5" /provenance/mesh)
+    [ "$v" = "dp_replicate 2 x dp_shard 2 (shard groups within a node)" ] || fail "$run_h5: provenance mesh \"$v\""
+    same_losses "$out/single4/run.h5" "$run_h5"
     ;;
   srun)
     # `srun -N 2 -n 4 lorabench inputs/fsdp.ini`, shrunk with --set; the other strategies the same way.
@@ -136,6 +155,19 @@ case "$case_name" in
       IFS=: read -r rk h nd lr <<<"$r"
       expect_re "$work/fsdp.txt" "rank $rk/4 host $h node $nd/2 local rank $lr/2 device cpu"
     done
+    # HSDP: a shard group per node (the default, parallel.dp_replicate = 0: one replica per node), so only the
+    # all-reduce of the LoRA gradient shards crosses lbnet, not fsdp's per-layer gathers of the base weights.
+    run 0 "$work/hsdp.txt" on0 timeout 200 srun -N 2 -n 4 --time=3 "$lorabench" inputs/fsdp.ini "${ci[@]}" \
+      --set parallel.strategy=hsdp --set run.name=hsdp
+    # The bytes over lbnet of fsdp and hsdp on a model whose layers outweigh its vocabulary (small: 4 layers of
+    # 256, 32000 rows; tiny's layers are 1% of it), without the planner's bandwidth probe at start.
+    rx=()
+    for s in fsdp hsdp; do
+      rx+=("$(lbnet_rx lbnode1)")
+      run 0 "$work/${s}_small.txt" on0 timeout 200 srun -N 2 -n 4 --time=3 "$lorabench" inputs/fsdp.ini "${ci[@]}" \
+        --set parallel.strategy=$s --set model.preset=small --set run.predict=false --set run.name=${s}_small
+    done
+    rx+=("$(lbnet_rx lbnode1)")
     for s in ddp zero1 zero2; do
       run 0 "$work/$s.txt" on0 timeout 200 srun -N 2 -n 4 --time=3 "$lorabench" inputs/fsdp.ini "${ci[@]}" \
         --set parallel.strategy=$s --set run.name=$s
@@ -143,13 +175,21 @@ case "$case_name" in
     # The reference: one rank, the same global batch of 4 sequences (micro_batch 1 x grad_accum 4).
     run 0 "$work/single.txt" on0 "$lorabench" inputs/fsdp.ini "${ci[@]}" --set parallel.strategy=single \
       --set train.grad_accum=4 --set run.name=single
-    for s in fsdp ddp zero1 zero2; do
+    for s in fsdp hsdp ddp zero1 zero2; do
       "$run_checker" train-run "$out/$s/run.h5" 4 4
       v=$(h5attr "$out/$s/run.h5" /metrics/summary/strategy); [ "$v" = $s ] || fail "$s: strategy \"$v\""
       check_layout "$out/$s/run.h5" lbnode0,lbnode0,lbnode1,lbnode1 0,0,1,1 0,1,0,1 "lbnode[0-1]" "2(x2)"
       same_losses "$out/single/run.h5" "$out/$s/run.h5"
     done
     check_interface "$out/fsdp/run.h5"
+    v=$(h5attr "$out/hsdp/run.h5" /provenance/mesh)
+    [ "$v" = "dp_replicate 2 x dp_shard 2 (shard groups within a node)" ] || fail "hsdp: provenance mesh \"$v\""
+    v=$(h5attr "$out/hsdp/run.h5" /provenance/mesh_coords)
+    [ "$v" = "0:0.0 1:0.1 2:1.0 3:1.1" ] || fail "hsdp: provenance mesh_coords \"$v\""
+    fsdp_rx=$((rx[1] - rx[0])) hsdp_rx=$((rx[2] - rx[1]))
+    echo "lbnet bytes received on lbnode1: fsdp $fsdp_rx, hsdp $hsdp_rx"
+    [ $((hsdp_rx * 10)) -lt "$fsdp_rx" ] ||
+      fail "hsdp moved $hsdp_rx bytes over lbnet, fsdp $fsdp_rx: expected under a tenth (only gradient shards cross)"
     ;;
   comm)
     run 0 "$work/doctor.txt" on0 timeout 120 srun -N 2 -n 4 --time=2 "$lorabench" doctor --timeout 60 --output-dir "$out"

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <cmath>
 #include <cstring>
 #include <thread>
@@ -11,6 +12,7 @@
 #include "lorabench/comm/checked_communicator.hpp"
 #include "lorabench/comm/communicator.hpp"
 #include "lorabench/comm/delayed_communicator.hpp"
+#include "lorabench/comm/mesh.hpp"
 #include "lorabench/comm/timeline.hpp"
 #include "../mpi/comm_test_util.hpp"
 #include "lorabench/comm/half.hpp"
@@ -418,3 +420,73 @@ TEST(Timeline, DelayedCommunicatorAddsTransferTime) {
 }
 
 }  // namespace
+
+// ---- the data-parallel mesh's placement (comm/mesh.hpp) ----
+
+namespace mesh_test {
+
+// `node_of[r]`: rank r's node; local ranks numbered in rank order within each node.
+lorabench::comm::Topology topology(const std::vector<int>& node_of) {
+  lorabench::comm::Topology t;
+  t.world_size = int(node_of.size());
+  std::map<int, int> next;
+  for (int r = 0; r < t.world_size; ++r) {
+    lorabench::comm::RankInfo i;
+    i.rank = r;
+    i.node = node_of[size_t(r)];
+    i.local_rank = next[i.node]++;
+    t.ranks.push_back(i);
+  }
+  return t;
+}
+
+std::string coords(const lorabench::comm::Mesh& m) { return m.describe_coords(); }
+
+}  // namespace mesh_test
+
+TEST(Mesh, ShardGroupsStayInsideNodesAndReplicasCrossThem) {
+  using namespace lorabench::comm;
+  // Block placement (srun's default): ranks 0, 1 on node 0 and 2, 3 on node 1; one replica per node.
+  Mesh m = place_mesh(mesh_test::topology({0, 0, 1, 1}), 0);
+  EXPECT_EQ(m.dp_replicate, 2);
+  EXPECT_EQ(m.dp_shard, 2);
+  EXPECT_TRUE(m.shard_within_node);
+  EXPECT_EQ(mesh_test::coords(m), "0:0.0 1:0.1 2:1.0 3:1.1");
+  // Cyclic placement (srun -m cyclic): ranks alternate between the nodes, the shard groups still do not.
+  m = place_mesh(mesh_test::topology({0, 1, 0, 1}), 0);
+  EXPECT_EQ(mesh_test::coords(m), "0:0.0 1:1.0 2:0.1 3:1.1");
+  EXPECT_TRUE(m.shard_within_node);
+  // Two replicas on each node of 4 ranks: groups of 2 inside a node, 4 replicas.
+  m = place_mesh(mesh_test::topology({0, 0, 0, 0, 1, 1, 1, 1}), 4);
+  EXPECT_EQ(m.dp_shard, 2);
+  EXPECT_TRUE(m.shard_within_node);
+  EXPECT_EQ(mesh_test::coords(m), "0:0.0 1:0.1 2:1.0 3:1.1 4:2.0 5:2.1 6:3.0 7:3.1");
+  EXPECT_EQ(m.describe(), "dp_replicate 4 x dp_shard 2 (shard groups within a node)");
+  // One replica over two nodes: the shard group spans them, and says so.
+  m = place_mesh(mesh_test::topology({0, 0, 1, 1}), 1);
+  EXPECT_EQ(m.dp_shard, 4);
+  EXPECT_FALSE(m.shard_within_node);
+  // One node, no emulation: consecutive ranks, as consecutive_mesh.
+  m = place_mesh(mesh_test::topology({0, 0, 0, 0}), 2);
+  EXPECT_EQ(mesh_test::coords(m), mesh_test::coords(consecutive_mesh(4, 2)));
+}
+
+TEST(Mesh, PlacementsThatCannotWorkAreRefusedNamingTheKey) {
+  using namespace lorabench::comm;
+  auto refused = [](const std::vector<int>& nodes, int replicas) {
+    try {
+      place_mesh(mesh_test::topology(nodes), replicas);
+    } catch (const lorabench::ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(refused({0, 0, 0, 0}, 3).find("parallel.dp_replicate: 3 replicas do not divide the 4 ranks"),
+            std::string::npos);
+  EXPECT_NE(refused({0, 0, 0, 1, 1, 1}, 3).find("shard groups of 2 ranks fit neither inside a node nor over whole "
+                                               "nodes of 3 ranks"),
+            std::string::npos);
+  EXPECT_NE(refused({0, 0, 0, 1}, 2).find("the same number of ranks on every node"), std::string::npos);
+  EXPECT_EQ(refused({0, 0, 1, 1}, 2), "");
+}
+

@@ -132,6 +132,25 @@ TEST(Config, ValidationNamesKeyAndWhere) {
   EXPECT_NE(e.find("data.path"), std::string::npos) << e;  // every problem in one message
 }
 
+TEST(Config, HsdpMeshKeys) {
+  // dp_replicate belongs to hsdp, and must divide the ranks; 0 (one replica per node) is placed at start.
+  RunConfig c = parse_run_config("a.ini", "[parallel]\nstrategy = fsdp\ndp_replicate = 2\n", {});
+  std::string e = validate_error(c, 4);
+  EXPECT_NE(e.find("a.ini:3: parallel.dp_replicate: sets the replicas of hsdp's mesh, but parallel.strategy is fsdp"),
+            std::string::npos)
+      << e;
+  c = parse_run_config("a.ini", "[parallel]\nstrategy = hsdp\ndp_replicate = 3\n", {});
+  e = validate_error(c, 4);
+  EXPECT_NE(e.find("a.ini:3: parallel.dp_replicate: 3 replicas do not divide the 4 ranks"), std::string::npos) << e;
+  c = parse_run_config("a.ini", "[parallel]\nstrategy = hsdp\ndp_replicate = 2\n", {});
+  EXPECT_NO_THROW(validate_run_config(c, ValidationContext{4, false, false}));
+  c = parse_run_config("a.ini", "[parallel]\nstrategy = hsdp\n[model]\nfused_head = false\n", {});
+  e = validate_error(c, 2);
+  EXPECT_NE(e.find("model.fused_head: the unfused reference head needs the whole head on one rank; hsdp shards it"),
+            std::string::npos)
+      << e;
+}
+
 TEST(Config, CudaAttentionKernel) {
   // model.cuda_attention: auto by default; flash has no fp32 kernel, refused naming the key and its line.
   RunConfig c = lorabench::default_run_config();

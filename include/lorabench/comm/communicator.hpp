@@ -123,6 +123,15 @@ class Communicator {
   void set_device_waits(bool on) { device_waits_ = on; }
   bool device_waits() const { return device_waits_; }
 
+  // Collective over this communicator, with MPI_Comm_split's meaning: the ranks that pass the same `color`
+  // (>= 0) form a new communicator of the same backend and decorators, ranked by `key`. A device mesh's
+  // dimensions (comm/mesh.hpp) are such splits. The new communicator reports to this one, which must
+  // outlive it: its collectives count in this communicator's stats() as well as in its own, they are
+  // recorded in this communicator's timeline and run its before-issue hook, wait observer and device
+  // waits (so the trainer's per-step accounting sees every dimension's traffic). Throws Error where the
+  // backend cannot split.
+  std::unique_ptr<Communicator> split(int color, int key);
+
   // Drives progress of outstanding non-blocking operations (MPI needs calls into the library to move
   // data). Cheap; the trainer calls it between layers in backward.
   virtual void progress() {}
@@ -164,6 +173,8 @@ class Communicator {
                                                const std::vector<size_t>& recv_counts, DataType t) = 0;
   virtual std::unique_ptr<Work> do_all_to_all(const void* send, void* recv, size_t count, DataType t);
   virtual std::unique_ptr<Work> do_barrier() = 0;
+  // The backend's split (the base class links the result to this communicator). Default: throws Error.
+  virtual std::unique_ptr<Communicator> do_split(int color, int key);
 
  private:
   // A collective of the timeline whose timestamps are not resolved yet: indices of SyncTimer marks.
@@ -178,6 +189,10 @@ class Communicator {
   void account(CollectiveKind kind, size_t bytes);
   int64_t record_arrival(int kind, int64_t bytes);
 
+  // The communicator this one was split from, transitively (nullptr: this is the root): where the
+  // timeline, the hooks and the aggregate stats live.
+  Communicator* root() { return root_ ? root_ : this; }
+  Communicator* root_ = nullptr;
   CommStats stats_;
   bool timeline_on_ = false;
   std::unique_ptr<SyncTimer> timer_;

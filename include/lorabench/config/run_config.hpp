@@ -79,7 +79,7 @@ struct TrainSection {
 };
 
 struct ParallelSection {
-  std::string strategy;         // single | ddp | zero1 | zero2 | fsdp
+  std::string strategy;         // single | ddp | zero1 | zero2 | fsdp | hsdp
   std::string backend;          // auto | mpi | nccl
   std::string device;           // auto | cpu | cuda
   int threads_per_rank = 0;     // intra-op threads (libtorch and BLAS) per rank
@@ -89,6 +89,7 @@ struct ParallelSection {
   bool prefetch = true;         // FSDP: gather the next layer while computing this one
   bool prefetch_within_peak = true;  // FSDP: only prefetches that keep tensor memory within the peak so far
   int emulate_nodes = 0;        // split one host's ranks into this many emulated nodes (0/1 = off)
+  int dp_replicate = 0;         // hsdp: replica groups of the data-parallel mesh (0 = one per node)
 };
 
 struct CheckpointSection {

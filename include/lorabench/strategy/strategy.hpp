@@ -9,6 +9,9 @@
 //   fsdp    every parameter sharded at rest (frozen base included); a layer's weights are all-gathered
 //           for its forward and again for its backward, its gradients reduce-scattered; the embedding
 //           and LM head stay sharded by vocabulary rows and exchange activations instead of weights
+//   hsdp    fsdp inside each shard group of the data-parallel mesh (comm/mesh.hpp), the groups replicas of
+//           each other: each reduce-scattered gradient shard is then all-reduced across the replicas, so
+//           only that reduction crosses the mesh's replicate dimension (across nodes)
 //
 // Every strategy sums gradients over ranks (the loss is pre-scaled by 1 / tokens of the global batch), so
 // for the same global batch all of them compute the single-rank update up to summation order.
@@ -31,7 +34,7 @@
 namespace lorabench::strategy {
 
 struct StrategySpec {
-  std::string name;                // single | ddp | zero1 | zero2 | fsdp
+  std::string name;                // single | ddp | zero1 | zero2 | fsdp | hsdp
   double bucket_mb = 25;           // gradient bucket size (ddp, zero1, zero2)
   bool sync_every_micro = false;   // reduce gradients after every micro-step, not only the last
   bool reshard_after_forward = true;  // fsdp
@@ -60,7 +63,8 @@ struct MemoryPrediction {
 };
 
 // The model state `strategy` keeps per rank on `world` ranks (what its predict_memory() returns), from the
-// layout alone: the planner's accounting before anything is allocated.
+// layout alone: the planner's accounting before anything is allocated. hsdp: `world` is the shard group's
+// size (the replicas hold copies).
 MemoryPrediction predict_model_state(const std::string& strategy, const model::ModelLayout& m, at::ScalarType dtype,
                                      int world);
 
@@ -90,6 +94,15 @@ struct LocalState {
   // zero2); undefined where they are sharded (fsdp) or the unit has none.
   std::vector<at::Tensor> replicated_params;
   int64_t step = 0;  // optimizer steps taken
+  // How many ranks own each element: hsdp's replica groups each cover every unit once; 1 elsewhere.
+  int replicas = 1;
+};
+
+// hsdp's communicators (comm::split_mesh): this rank's shard group, and the ranks holding the same shard in
+// the other replica groups.
+struct MeshGroups {
+  comm::Communicator* shard = nullptr;
+  comm::Communicator* replicate = nullptr;
 };
 
 class TrainingStrategy : public model::UnitProvider {
@@ -97,9 +110,10 @@ class TrainingStrategy : public model::UnitProvider {
   // comm may be null only for `single` on one rank. A combination the strategy does not support is a
   // ConfigError. Every tensor of the strategy lives on `dev` (nullptr: device::cpu_device()); with a CUDA
   // device the communicator must take device buffers (NCCL, or MPI behind make_staging_communicator).
+  // hsdp computes on `mesh`'s communicators (both set, split from `comm`); the others ignore it.
   static std::unique_ptr<TrainingStrategy> create(const StrategySpec& spec, const model::ModelLayout& m,
                                                   at::ScalarType dtype, comm::Communicator* comm,
-                                                  device::Device* dev = nullptr);
+                                                  device::Device* dev = nullptr, const MeshGroups& mesh = {});
 
   virtual const char* name() const = 0;
   const model::ModelLayout& layout() const { return m_; }

@@ -66,6 +66,7 @@ struct PlanRow {
   std::string strategy;
   int world = 1;
   int ranks_per_node = 1;
+  int dp_replicate = 1;       // hsdp: replica groups (shard groups of world / dp_replicate ranks); 1 elsewhere
   int64_t model_state = 0;    // bytes per rank (predict_model_state)
   std::string formula;        // its ZeRO formula
   int64_t activations = 0;    // activations + workspace of a micro-step
@@ -147,8 +148,9 @@ void write_prediction(io::RunFileWriter& run, const PlanRow& row, bool cuda, con
 // The start-of-training check: ConfigError with the numbers when this rank's model state plus the
 // activation lower bound exceeds the memory available to each of the ranks sharing it: `available` bytes
 // (negative: unknown, no check) of `where` ("this node" for host memory, the GPU for device memory) split
-// over `ranks_sharing`.
-void check_fits_or_throw(const RunConfig& c, int world, int ranks_sharing, int64_t available, const std::string& where);
+// over `ranks_sharing`. `nodes`: the job's nodes (hsdp's default replicas).
+void check_fits_or_throw(const RunConfig& c, int world, int ranks_sharing, int64_t available, const std::string& where,
+                         int nodes = 1);
 // The memory (bytes) the fit checks take a node or GPU to have: fault.memory_available_mb when set, else
 // `measured` (what the device reports).
 int64_t memory_for_fit_checks(const RunConfig& c, int64_t measured);

@@ -4,13 +4,15 @@
 //
 //   replicas_identical (single, ddp)   every rank's own full state (parameters, AdamW m and v, step) is
 //                                      bitwise the same
-//   shards_consistent (zero1, zero2, fsdp)
+//   shards_consistent (zero1, zero2, fsdp, hsdp)
 //                                      on every rank its own shard (parameters and moments, read from its
 //                                      storage) is bitwise its slice of the gathered state, which is the same
 //                                      on every rank (so it is what checkpoints and the adapter are written
 //                                      from); the shards add up to the whole state; the copies of the
 //                                      replicated parameters (zero1, zero2) are bitwise the same on every
-//                                      rank; every rank took the same number of optimizer steps
+//                                      rank; every rank took the same number of optimizer steps. hsdp: each
+//                                      replica group's shards add up to the state, and the groups' gathered
+//                                      states are bitwise the same
 //
 // A defect every rank agrees on (the same wrong update everywhere) is invisible here; the strategy tests
 // compare each rank's shard with a single-rank reference for that (tests/mpi/test_strategies.cpp).

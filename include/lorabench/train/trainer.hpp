@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "lorabench/comm/communicator.hpp"
+#include "lorabench/comm/mesh.hpp"
 #include "lorabench/device/device.hpp"
 #include "lorabench/comm/topology.hpp"
 #include "lorabench/config/run_config.hpp"
@@ -27,6 +28,7 @@ struct TrainEnv {
   const RunConfig* cfg = nullptr;
   MPI_Comm world = MPI_COMM_NULL;         // the control plane (metrics, flags)
   comm::Communicator* comm = nullptr;     // the data plane (gradients, weights)
+  const comm::MeshComms* mesh = nullptr;  // hsdp: the mesh's communicators, split from `comm`
   device::Device* device = nullptr;       // where this rank's tensors live (nullptr: device::cpu_device())
   const comm::Topology* topo = nullptr;
   io::RunFileWriter* run = nullptr;       // rank 0 only; nullptr elsewhere

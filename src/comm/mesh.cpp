@@ -1,0 +1,79 @@
+#include "lorabench/comm/mesh.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "lorabench/core/error.hpp"
+#include "lorabench/core/strings.hpp"
+
+namespace lorabench::comm {
+
+std::string Mesh::describe() const {
+  return strformat("dp_replicate %d x dp_shard %d (%s)", dp_replicate, dp_shard,
+                   shard_within_node ? "shard groups within a node" : "shard groups span nodes");
+}
+
+std::string Mesh::describe_coords() const {
+  std::string s;
+  for (size_t r = 0; r < coords.size(); ++r)
+    s += strformat("%s%zu:%d.%d", r ? " " : "", r, coords[r].replica, coords[r].shard);
+  return s;
+}
+
+Mesh consecutive_mesh(int world, int dp_replicate) {
+  LB_CHECK(dp_replicate > 0 && world % dp_replicate == 0, "consecutive_mesh: the replicas must divide the ranks");
+  Mesh m;
+  m.dp_replicate = dp_replicate;
+  m.dp_shard = world / dp_replicate;
+  for (int p = 0; p < world; ++p) m.coords.push_back({p / m.dp_shard, p % m.dp_shard});
+  return m;
+}
+
+Mesh place_mesh(const Topology& t, int dp_replicate, const std::string& key) {
+  const int world = t.world_size;
+  LB_CHECK(static_cast<int>(t.ranks.size()) == world, "place_mesh: one RankInfo per rank expected");
+  std::map<int, int> per_node;
+  for (const auto& r : t.ranks) ++per_node[r.node];
+  const int local = per_node.begin()->second;
+  for (const auto& [node, n] : per_node)
+    if (n != local)
+      throw ConfigError(key + ": a device mesh needs the same number of ranks on every node, node " +
+                        std::to_string(per_node.begin()->first) + " has " + std::to_string(local) + " and node " +
+                        std::to_string(node) + " has " + std::to_string(n));
+  const int replicas = dp_replicate > 0 ? dp_replicate : static_cast<int>(per_node.size());
+  if (replicas > world || world % replicas != 0)
+    throw ConfigError(key + ": " + std::to_string(replicas) + " replicas do not divide the " + std::to_string(world) +
+                      " ranks");
+  const Mesh by_position = consecutive_mesh(world, replicas);
+  Mesh m = by_position;
+  m.shard_within_node = local % m.dp_shard == 0;
+  if (!m.shard_within_node && m.dp_shard % local != 0)
+    throw ConfigError(strformat("%s: shard groups of %d ranks fit neither inside a node nor over whole nodes of %d "
+                                "ranks (%d replicas of %d ranks): choose dp_replicate so that the shard group size "
+                                "divides the ranks per node, or is a multiple of it",
+                                key.c_str(), m.dp_shard, local, m.dp_replicate, world));
+  // Position of each rank in (node, local rank) order.
+  std::vector<int> order(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) order[size_t(r)] = r;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    const RankInfo &x = t.ranks[size_t(a)], &y = t.ranks[size_t(b)];
+    return x.node != y.node ? x.node < y.node : x.local_rank < y.local_rank;
+  });
+  for (int p = 0; p < world; ++p) m.coords[size_t(order[size_t(p)])] = by_position.coords[size_t(p)];
+  return m;
+}
+
+MeshComms split_mesh(Communicator& world, const Mesh& mesh) {
+  LB_CHECK(static_cast<int>(mesh.coords.size()) == world.size(), "split_mesh: the mesh is of another world");
+  MeshComms c;
+  c.mesh = mesh;
+  c.me = mesh.coords[size_t(world.rank())];
+  c.shard = world.split(c.me.replica, c.me.shard);
+  c.replicate = world.split(c.me.shard, c.me.replica);
+  LB_CHECK(c.shard->size() == mesh.dp_shard && c.replicate->size() == mesh.dp_replicate &&
+               c.shard->rank() == c.me.shard && c.replicate->rank() == c.me.replica,
+           "split_mesh: the sub-communicators do not match the mesh");
+  return c;
+}
+
+}  // namespace lorabench::comm
