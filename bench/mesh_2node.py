@@ -24,13 +24,14 @@ tree (LORABENCH_BUILD_DIR, default build/).
 """
 import argparse
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import time
 
 import evidence
-from benchlib import summary
+from benchlib import QUIET_CV, host_noise
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -65,6 +66,10 @@ def link_bytes(cluster):
     raise SystemExit("mesh_2node: lbnet not found on lbnode1")
 
 
+def interrupted(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--presets", default="qwen2.5-0.5b,qwen2.5-1.5b")
@@ -74,6 +79,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--sets", default="", help="extra --set overrides, comma-separated (e.g. data.seq_len=128)")
     ap.add_argument("--out", default=os.path.join(ROOT, "outputs", "mesh-2node-" + time.strftime("%Y%m%d-%H%M%S")))
+    ap.add_argument("--noise-seconds", type=float, default=10,
+                    help="how long bench/host_noise.py measures the machine's quiet before and after (default 10)")
     ap.add_argument("--evidence", default=None, metavar="DIR")
     ap.add_argument("--bin", default=os.path.join(os.environ.get("LORABENCH_BUILD_DIR", os.path.join(ROOT, "build")),
                                                   "src", "app", "lorabench"))
@@ -85,6 +92,10 @@ def main():
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                OMPI_MCA_btl_tcp_if_include="lbnet", OMPI_MCA_oob_tcp_if_include="lbnet")
     os.environ.update(env)
+    noise_before = host_noise(a.noise_seconds)
+    print(f"host noise before: {noise_before['line']}", flush=True)
+    # A SIGTERM (a killed benchmark) takes the cluster down too, as an interrupt does.
+    signal.signal(signal.SIGTERM, interrupted)
     sh([os.path.join(SLURM, "slurm_up_2node.sh"), cluster], os.path.join(out, "slurm_up.txt"))
     runs = {}
     try:
@@ -118,6 +129,7 @@ def main():
                       f"{r['link_per_step'] / 2**20:.1f} MiB over the link per step ({wall:.0f} s)", flush=True)
     finally:
         sh([os.path.join(SLURM, "slurm_down_2node.sh"), cluster], os.path.join(out, "slurm_down.txt"), check=False)
+    noise_after = host_noise(a.noise_seconds)
     rows = []
     for (preset, strategy), rs in runs.items():
         med = {k: statistics.median(r[k] for r in rs) for k in ("step", "tps", "link_per_step", "mem")}
@@ -127,7 +139,7 @@ def main():
         r["speedup_vs_fsdp"] = ref["step"] / r["step"] if ref else None
         r["link_vs_fsdp"] = r["link_per_step"] / ref["link_per_step"] if ref and ref["link_per_step"] else None
     lines = [f"2 nodes x 2 ranks, link {a.rate} each way (tc tbf), {a.steps} steps (1 warm-up), medians of "
-             f"{a.repeats} run(s)", "",
+             f"{a.repeats} run(s); host noise before {noise_before['line']}, after {noise_after['line']}", "",
              "| model | strategy | step (s) | tokens/s | MiB over the link / step | peak tensor MiB / rank | "
              "step vs fsdp | link bytes vs fsdp |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
@@ -144,8 +156,9 @@ def main():
                         warmup=1, repeats=a.repeats, sets=a.sets, ranks="2 nodes x 2", out=out, link=qdisc)
         body = {"settings": settings, "table": {"rows": rows},
                 "runs": [{"preset": p, "strategy": st, "rounds": rs} for (p, st), rs in runs.items()]}
+        noise = {"before": noise_before, "after": noise_after, "quiet_cv": QUIET_CV}
         print("evidence: " + evidence.write(a.evidence, "mesh", "HSDP against FSDP across two nodes on a slow link "
-                                            "(bench/mesh_2node.py)", started, machine, None, body, "mesh"))
+                                            "(bench/mesh_2node.py)", started, machine, noise, body, "mesh"))
     return 0
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes docs/results.md from the evidence files under results/ (results/<machine family>/<UTC date>-<commit>
-[-<tag>].json, written by bench/run_bench.py --evidence, bench/plan_validate.py --evidence and
-bench/kernels_evidence.py --evidence through bench/evidence.py): per machine family the newest evidence of each table, then the history. Plain python3.
+[-<tag>].json, written by bench/run_bench.py --evidence, bench/plan_validate.py --evidence,
+bench/kernels_evidence.py --evidence and bench/mesh_2node.py --evidence through bench/evidence.py): per machine family the newest evidence of each table, then the history. Plain python3.
 
     python3 scripts/results-doc.py            # rewrite docs/results.md
     python3 scripts/results-doc.py --check    # exit 1 when docs/results.md is not what it would write
@@ -176,7 +176,25 @@ def kernels_section(path, ev, out_dir):
     return lines
 
 
-SECTIONS = {"bench": bench_section, "plan-validate": plan_section, "kernels": kernels_section}
+def mesh_section(path, ev, out_dir):
+    s, t = ev["settings"], ev["table"]
+    lines = provenance(path, ev, out_dir)
+    lines.append(f"- {s['ranks']} ranks (`srun -N 2 -n 4`, one thread each) on the two-node namespace cluster, the link "
+                 f"limited to {s['rate']} each way (`{s['link']}`); {fmt('whole', s['steps'])} steps, 1 warm-up; medians "
+                 f"of {fmt('whole', s['repeats'])} run(s); bytes over the link: lbnet's counters on one node, received "
+                 "and sent, over the whole run / steps")
+    lines += ["", "| model | strategy | step (s) | tokens/s | MiB over the link / step | peak tensor MiB / rank | "
+                  "step time fsdp / this | link bytes this / fsdp |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in t["rows"]:
+        lines.append(f"| {r['preset']} | {r['strategy']} | {fmt('seconds', r['step'])} | {fmt('rate', r['tps'])} | "
+                     f"{fmt('bytes_mib', r['link_per_step'])} | {fmt('bytes_mib', r['mem'])} | "
+                     f"{fmt('ratio', r['speedup_vs_fsdp'])}x | {fmt('seconds', r['link_vs_fsdp'])} |")
+    lines.append("")
+    return lines
+
+
+SECTIONS = {"bench": bench_section, "plan-validate": plan_section, "kernels": kernels_section, "mesh": mesh_section}
 
 HEADER = """# Measured results
 
