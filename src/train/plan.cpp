@@ -568,8 +568,11 @@ std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const P
   std::vector<PlanRow> rows;
   for (int w : o.worlds) {
     std::vector<std::string> strategies = o.strategies;
-    if (strategies.empty())
+    if (strategies.empty()) {
       strategies = w == 1 ? std::vector<std::string>{"single"} : std::vector<std::string>{"ddp", "zero1", "zero2", "fsdp"};
+      // Ranks on several nodes (--ranks-per-node): hsdp with a shard group per node too.
+      if (o.ranks_per_node > 0 && w > o.ranks_per_node && w % o.ranks_per_node == 0) strategies.push_back("hsdp");
+    }
     for (const auto& st : strategies)
       if ((st == "single") == (w == 1)) rows.push_back(plan_row(in, st, w, bw));
   }

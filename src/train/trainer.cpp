@@ -514,13 +514,15 @@ class Trainer {
     dev_.reset_peak();
     sys::reset_peak_rss();
     const comm::CommStats c0 = env_.comm->stats();
-    const int64_t shard0 = env_.mesh ? env_.mesh->shard->stats().total_bytes() : 0;
-    const int64_t rep0 = env_.mesh ? env_.mesh->replicate->stats().total_bytes() : 0;
+    const comm::CommStats shard0 = env_.mesh ? env_.mesh->shard->stats() : comm::CommStats{};
+    const comm::CommStats rep0 = env_.mesh ? env_.mesh->replicate->stats() : comm::CommStats{};
     env_.comm->take_timeline();  // drops collectives between steps (checkpoints): not part of a step
     StepResult r = runner.run(step);
-    if (env_.mesh) {  // bytes per mesh dimension (the step row has them summed)
-      mesh_bytes_[0] += double(env_.mesh->shard->stats().total_bytes() - shard0);
-      mesh_bytes_[1] += double(env_.mesh->replicate->stats().total_bytes() - rep0);
+    if (env_.mesh) {  // bytes per mesh dimension and collective (the step row has them summed)
+      for (int k = 0; k < comm::kNumCollectiveKinds; ++k) {
+        mesh_bytes_[0][size_t(k)] += double(env_.mesh->shard->stats().bytes[size_t(k)] - shard0.bytes[size_t(k)]);
+        mesh_bytes_[1][size_t(k)] += double(env_.mesh->replicate->stats().bytes[size_t(k)] - rep0.bytes[size_t(k)]);
+      }
       ++mesh_steps_;
     }
     const std::vector<comm::CollectiveTiming> timeline = env_.comm->take_timeline();
@@ -743,8 +745,9 @@ class Trainer {
   strategy::MemoryPrediction prediction_;
   comm::ClockOffsets clocks_;
   int64_t prefetched_layers_ = 0;
-  double mesh_bytes_[2] = {0, 0};  // hsdp: bytes this rank handed to the dp_shard and dp_replicate collectives
-  int64_t mesh_steps_ = 0;         // in this many steps
+  // hsdp: bytes this rank handed to the dp_shard and dp_replicate dimensions' collectives, by kind
+  std::array<std::array<double, comm::kNumCollectiveKinds>, 2> mesh_bytes_{};
+  int64_t mesh_steps_ = 0;  // in this many steps
   int64_t clipped_steps_ = 0, skipped_steps_ = 0, empty_steps_ = 0;
   bool losses_finite_ = true;
   StateCheck state_check_;  // the first trial's, or the first failed one's
@@ -801,8 +804,19 @@ void Trainer::write_summary(io::RunFileWriter& run) {
   write_run_summary(run, sum);
   if (env_.mesh && mesh_steps_ > 0) {  // docs/hdf5-schema.md, /metrics/summary
     run.write_summary("mesh", env_.mesh->mesh.describe());
-    run.write_summary("comm_bytes_per_step_dp_shard", mesh_bytes_[0] / double(mesh_steps_));
-    run.write_summary("comm_bytes_per_step_dp_replicate", mesh_bytes_[1] / double(mesh_steps_));
+    const char* dims[2] = {"dp_shard", "dp_replicate"};
+    for (size_t d = 0; d < 2; ++d) {
+      double total = 0;
+      for (int k = 0; k < comm::kNumCollectiveKinds; ++k) {
+        const double b = mesh_bytes_[d][size_t(k)] / double(mesh_steps_);
+        total += b;
+        if (b > 0)
+          run.write_summary(std::string("comm_bytes_per_step_") + dims[d] + "_" +
+                                comm::collective_name(static_cast<comm::CollectiveKind>(k)),
+                            b);
+      }
+      run.write_summary(std::string("comm_bytes_per_step_") + dims[d], total);
+    }
   }
   if (stopped_signal_ != 0) {
     run.set_status(schema::kStatusPreempted, stop_message_);

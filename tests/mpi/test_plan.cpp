@@ -124,6 +124,18 @@ TEST(Plan, HsdpIsFsdpWithinAShardGroupPlusTheReplicasAllReduce) {
   EXPECT_NE(bad.note.find("3 replicas do not divide 4 ranks"), std::string::npos) << bad.note;
 }
 
+TEST(Plan, RanksOnSeveralNodesAreAlsoPlannedAsHsdp) {
+  const RunConfig c = tiny_config();
+  const train::ProbeResult p = gpu_probe();
+  train::PlanOptions o = gpu_options(2, false, 1024 * kMiB);
+  o.ranks_per_node = 2;
+  const auto rows = train::make_plan(c, o, &p, bandwidth(100));
+  EXPECT_EQ(row(rows, "hsdp", 4).dp_replicate, 2);
+  for (const auto& r : rows) EXPECT_FALSE(r.strategy == "hsdp" && r.world < 4) << "2 ranks fit on one node";
+  o.ranks_per_node = 0;  // one node: no hsdp row
+  for (const auto& r : train::make_plan(c, o, &p, bandwidth(100))) EXPECT_NE(r.strategy, "hsdp");
+}
+
 TEST(Plan, GpuTooSmallForTheRankDoesNotFitAndSaysSo) {
   const RunConfig c = tiny_config();
   const train::ProbeResult p = gpu_probe();

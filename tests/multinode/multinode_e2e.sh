@@ -186,6 +186,13 @@ case "$case_name" in
     [ "$v" = "dp_replicate 2 x dp_shard 2 (shard groups within a node)" ] || fail "hsdp: provenance mesh \"$v\""
     v=$(h5attr "$out/hsdp/run.h5" /provenance/mesh_coords)
     [ "$v" = "0:0.0 1:0.1 2:1.0 3:1.1" ] || fail "hsdp: provenance mesh_coords \"$v\""
+    # Bytes per mesh dimension and collective: gathers and reduce-scatters inside the node, all-reduces across.
+    for k in dp_shard_all_gather dp_shard_reduce_scatter dp_replicate_all_reduce; do
+      v=$(h5attr "$out/hsdp/run.h5" /metrics/summary/comm_bytes_per_step_$k)
+      awk -v v="$v" 'BEGIN { exit !(v > 0) }' || fail "hsdp: comm_bytes_per_step_$k = \"$v\", expected > 0"
+    done
+    v=$(h5attr "$out/hsdp/run.h5" /metrics/summary/comm_bytes_per_step_dp_replicate_all_gather 2>/dev/null || true)
+    [ -z "$v" ] || fail "hsdp: the replicas gathered ($v bytes per step): only the gradient all-reduce crosses nodes"
     fsdp_rx=$((rx[1] - rx[0])) hsdp_rx=$((rx[2] - rx[1]))
     echo "lbnet bytes received on lbnode1: fsdp $fsdp_rx, hsdp $hsdp_rx"
     [ $((hsdp_rx * 10)) -lt "$fsdp_rx" ] ||
