@@ -1,5 +1,5 @@
 // The NCCL backend on real GPUs (one per rank): the same collective checks as the MPI backend, on device
-// memory, plain and behind the checker. Label "gpu". Exits 77 (ctest: Skipped, never Passed) on every
+// memory, plain and behind the checker, and on its splits. Label "gpu". Exits 77 (ctest: Skipped, never Passed) on every
 // rank when some rank has no GPU of its own, e.g. on CPU-only machines.
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -26,6 +26,24 @@ TEST_P(NcclCollectives, EveryCollectiveAndDtypeMatchesClosedForms) {
   EXPECT_TRUE(c->device_buffers());
   lbtest::check_everything(*c, g_device);
   c->barrier();
+}
+
+// A split (ncclCommSplit; a device mesh's dimension): every rank alone, and the whole world again, each
+// with the closed forms; the split's traffic counts in the parent's stats.
+TEST_P(NcclCollectives, SplitsAreNcclCommunicatorsOfTheirOwn) {
+  std::unique_ptr<Communicator> c = make_nccl_communicator(MPI_COMM_WORLD, g_device, NcclOptions{120});
+  if (GetParam()) c = make_checked_communicator(std::move(c), MPI_COMM_WORLD);
+  auto alone = c->split(c->rank(), 0);
+  EXPECT_EQ(alone->size(), 1);
+  EXPECT_EQ(alone->backend_name(), "nccl");
+  lbtest::check_everything(*alone, g_device);
+  auto all = c->split(0, -c->rank());  // ranked backwards
+  EXPECT_EQ(all->size(), c->size());
+  EXPECT_EQ(all->rank(), c->size() - 1 - c->rank());
+  c->reset_stats();
+  lbtest::check_everything(*all, g_device);
+  EXPECT_EQ(c->stats().total_bytes(), all->stats().total_bytes()) << "the parent counts its split's traffic";
+  all->barrier();
 }
 
 INSTANTIATE_TEST_SUITE_P(Nccl, NcclCollectives, ::testing::Values(false, true),
