@@ -7,12 +7,23 @@ loss, tokens/s, peak CUDA memory on a GPU.
 
     python bench/peer_hf.py --model DIR [--mode eager|compile|liger] [--steps N] [--warmup N]
     python -m torch.distributed.run --nproc-per-node 2 bench/peer_hf.py --model DIR --dist ddp|fsdp2
+    DS_ACCELERATOR=cpu python -m torch.distributed.run --nproc-per-node 2 bench/peer_hf.py --model DIR \
+        --dist ds-zero2|ds-zero3|ds-zero3-offload|ds-zero3-offload-param [--ds-config-out FILE]
 
 --mode compile wraps the model in torch.compile (the warm-up steps include the compilation); --mode
 liger applies Liger Kernel's Qwen2 or Qwen3 kernels (Triton: CUDA only). --dist ddp is DistributedDataParallel
 (gloo on CPU, NCCL on GPU); --dist fsdp2 is fully_shard per decoder layer and at the root, the usual FSDP
 recipe: fp32 parameters sharded, compute in --dtype (MixedPrecisionPolicy), fp32 gradient reduction.
 --dtype is the model's dtype (bf16, the default, or fp32), as lorabench's model.dtype.
+
+--dist ds-* is DeepSpeed's engine, as its users write it (deepspeed_config below; --ds-config-out writes the
+ds_config used): ZeRO stage 2 or 3, stage 3 optionally with the optimizer (and the parameters) offloaded to
+the CPU, DeepSpeed's own AdamW (its fused CPU Adam, or its CPU Adam when offloaded; compiled on first use
+into torch's extension cache), bf16 through its bf16 section (fp32 master weights in the optimizer), gloo on
+CPU, NCCL on GPU. ZeRO-3 loads the model inside zero.Init (HfDeepSpeedConfig), as transformers' Trainer does,
+so no rank holds the whole model. The JSON line also carries the bytes DeepSpeed's comms logger saw per
+measured step (the send side of each collective, as lorabench counts them) and DeepSpeed's own memory
+estimate of the run (estimate_zero2/zero3_model_states_mem_needs, as its *_all_live helpers call them).
 """
 import argparse
 import json
@@ -26,13 +37,17 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from equal_work import first_sample, synthetic_ids  # noqa: E402
 
 TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# --dist of DeepSpeed: (ZeRO stage, offload_optimizer to the CPU, offload_param to the CPU)
+DEEPSPEED = {"ds-zero2": (2, False, False), "ds-zero3": (3, False, False), "ds-zero3-offload": (3, True, False),
+             "ds-zero3-offload-param": (3, True, True)}
 
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True, help="snapshot directory (config.json + model.safetensors)")
     ap.add_argument("--mode", choices=["eager", "compile", "liger"], default="eager")
-    ap.add_argument("--dist", choices=["none", "ddp", "fsdp2"], default="none")
+    ap.add_argument("--dist", choices=["none", "ddp", "fsdp2"] + sorted(DEEPSPEED), default="none")
+    ap.add_argument("--ds-config-out", default=None, help="--dist ds-*: also write the ds_config (JSON) here")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16", help="the model's dtype")
     ap.add_argument("--seq", type=int, default=256)
@@ -57,6 +72,13 @@ def setup_dist(args):
         return 0, 1, torch.device(args.device)
     import torch.distributed as dist
     rank = int(os.environ["RANK"])
+    if args.dist in DEEPSPEED:
+        import deepspeed
+        if args.device == "cuda":
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        deepspeed.init_distributed(dist_backend="nccl" if args.device == "cuda" else "gloo")
+        return rank, world, (torch.device("cuda", torch.cuda.current_device()) if args.device == "cuda"
+                             else torch.device("cpu"))
     if args.device == "cuda":
         local = int(os.environ.get("LOCAL_RANK", "0"))
         torch.cuda.set_device(local)
@@ -73,7 +95,51 @@ def pin_core(device):
         os.sched_setaffinity(0, {cores[int(os.environ.get("LOCAL_RANK", "0")) % len(cores)]})
 
 
-def build_model(args, device):
+def deepspeed_config(args, world):
+    """The ds_config of --dist ds-*: what a DeepSpeed user writes for this run. The ZeRO section names only the
+    stage and the offloads (DeepSpeed's defaults for buckets, overlap and prefetch); the optimizer is
+    DeepSpeed's AdamW with the peer's lr, betas and eps, no weight decay; no gradient clipping, as lorabench."""
+    stage, offload_optimizer, offload_param = DEEPSPEED[args.dist]
+    zero = {"stage": stage}
+    if offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu"}
+    if offload_param:
+        zero["offload_param"] = {"device": "cpu"}
+    return {"train_micro_batch_size_per_gpu": args.batch, "gradient_accumulation_steps": 1,
+            "train_batch_size": args.batch * world,
+            "optimizer": {"type": "AdamW", "params": {"lr": args.lr, "betas": [0.9, 0.999], "eps": 1e-8,
+                                                      "weight_decay": 0.0}},
+            "bf16": {"enabled": args.dtype == "bf16"}, "gradient_clipping": 0.0, "zero_optimization": zero,
+            "steps_per_print": 10**9, "wall_clock_breakdown": False,
+            "comms_logger": {"enabled": True, "prof_all": True, "verbose": False, "debug": False}}
+
+
+def deepspeed_estimate(args, model, world):
+    """DeepSpeed's own prediction of the run's memory, bytes: estimate_zero2/zero3_model_states_mem_needs
+    with the total parameter count and the largest module's own parameters, as its *_all_live helpers count
+    them (every parameter, trainable or not), for one node of `world` ranks. It returns host (CPU) memory
+    for the node and device memory per rank; on a CPU run both are the ranks' resident memory, so per rank
+    = device + host / ranks."""
+    stage, offload_optimizer, offload_param = DEEPSPEED[args.dist]
+    total = sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in model.parameters())
+    if stage == 2:
+        from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
+        host, dev = estimate_zero2_model_states_mem_needs(total, num_gpus_per_node=world, num_nodes=1,
+                                                          cpu_offload=offload_optimizer)
+        largest = None
+    else:
+        from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
+        largest = max(sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel()
+                          for p in m.parameters(recurse=False)) for m in model.modules())
+        host, dev, _ = estimate_zero3_model_states_mem_needs(total, largest, num_gpus_per_node=world, num_nodes=1,
+                                                             cpu_offload=offload_optimizer,
+                                                             cpu_offload_params=offload_param, zero_init=True)
+    return {"function": f"estimate_zero{stage}_model_states_mem_needs", "total_params": total,
+            "largest_layer_params": largest, "host_bytes_per_node": host, "device_bytes_per_rank": dev,
+            "per_rank_bytes": dev + host / world}
+
+
+def build_model(args, device, ds_cfg=None):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -87,7 +153,14 @@ def build_model(args, device):
     # FSDP2 needs one dtype per sharded group: fp32 parameters, compute in --dtype through its policy.
     compute = torch.bfloat16 if args.dtype == "bf16" else torch.float32
     dtype = torch.float32 if args.dist == "fsdp2" else compute
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype, attn_implementation="sdpa").to(device)
+    zero_init = None
+    if ds_cfg and ds_cfg["zero_optimization"]["stage"] == 3:
+        # transformers loads the weights inside deepspeed.zero.Init while this object lives (its Trainer's way)
+        from transformers.integrations import HfDeepSpeedConfig
+        zero_init = HfDeepSpeedConfig(ds_cfg)
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype, attn_implementation="sdpa")
+    if zero_init is None:
+        model = model.to(device)
     if type(model).__name__ != {"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}.get(family):
         raise SystemExit(f"peer_hf: {args.model} loaded as {type(model).__name__} (model_type {family})")
     # A transformers that does not know the `dtype` keyword (before 4.56) would load fp32 without a word.
@@ -112,7 +185,20 @@ def build_model(args, device):
         fully_shard(model, mp_policy=mp)
     if args.mode == "compile":
         model = torch.compile(model)
+    model._lorabench_zero_init = zero_init  # keeps HfDeepSpeedConfig alive until deepspeed.initialize
     return model
+
+
+def deepspeed_comm_bytes(steps):
+    """Bytes per step per collective that DeepSpeed's comms logger recorded since its last reset (its msg size:
+    the tensor each rank sends, the whole input of a reduce-scatter; lorabench's convention) and calls."""
+    from deepspeed.comm import comms_logger
+    out = {}
+    for name, sizes in comms_logger.comms_dict.items():
+        calls = sum(v[0] for v in sizes.values())
+        out[name] = {"bytes_per_step": sum(size * v[0] for size, v in sizes.items()) / steps,
+                     "calls_per_step": calls / steps}
+    return out
 
 
 def main():
@@ -120,9 +206,21 @@ def main():
     torch.set_num_threads(args.threads)
     rank, world, device = setup_dist(args)
     pin_core(device)
-    model = build_model(args, device)
+    ds_cfg = deepspeed_config(args, world) if args.dist in DEEPSPEED else None
+    model = build_model(args, device, ds_cfg)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
+    trainable = sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in params)
+    engine = estimate = None
+    if ds_cfg:
+        import deepspeed
+        if args.ds_config_out and rank == 0:
+            with open(args.ds_config_out, "w") as f:
+                json.dump(ds_cfg, f, indent=2)
+        estimate = deepspeed_estimate(args, model, world)
+        engine, opt, _, _ = deepspeed.initialize(model=model, model_parameters=params, config=ds_cfg)
+        model = engine
+    else:
+        opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.0)
     with open(os.path.join(args.model, "config.json")) as f:
         vocab = json.load(f)["vocab_size"]
     cuda = device.type == "cuda"
@@ -131,6 +229,9 @@ def main():
 
     times, losses = [], []
     for step in range(args.warmup + args.steps):
+        if engine is not None and step == args.warmup:
+            from deepspeed.comm import comms_logger
+            comms_logger.comms_dict.clear()  # the measured steps' collectives only
         ids = torch.from_numpy(synthetic_ids(args.seed, vocab, args.seq,
                                              first_sample(step, rank, args.batch, world), args.batch)).to(device)
         if cuda:
@@ -141,9 +242,13 @@ def main():
             raise SystemExit("peer_hf: Liger's fused linear + cross-entropy did not run (the forward returned "
                              "the logits): this liger-kernel does not patch this transformers' Qwen2 as expected")
         loss = out.loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        if engine is not None:
+            engine.backward(loss)
+            engine.step()  # DeepSpeed's optimizer step and zero_grad
+        else:
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
         if cuda:
             torch.cuda.synchronize(device)
         if step >= args.warmup:
@@ -161,13 +266,20 @@ def main():
         loss_t /= world
         dist.all_reduce(step_t, op=dist.ReduceOp.MAX)
     step_s = float(step_t[0])
+    comm = deepspeed_comm_bytes(args.steps) if engine is not None else None
     if rank == 0:
-        out = {"peer": f"hf-{args.mode}" + ("" if args.dist == "none" else f"-{args.dist}"),
+        peer = args.dist.replace("ds-", "deepspeed-") if engine is not None else \
+            f"hf-{args.mode}" + ("" if args.dist == "none" else f"-{args.dist}")
+        out = {"peer": peer,
                "torch": torch.__version__, "device": device.type, "dtype": args.dtype, "world": world, "seq": args.seq,
                "batch": args.batch, "threads": args.threads, "step_time_s": step_s,
                "tokens_per_s": world * args.batch * args.seq / step_s, "loss_step0": float(loss_t[0]),
-               "losses": [float(x) for x in loss_t], "trainable": sum(p.numel() for p in params),
-               "cuda_peak_mib": torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None}
+               "losses": [float(x) for x in loss_t], "trainable": trainable,
+               "cuda_peak_mib": torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None,
+               "intra_op_threads": torch.get_num_threads()}
+        if engine is not None:
+            out.update(deepspeed=__import__("deepspeed").__version__, ds_config=ds_cfg, ds_estimate=estimate,
+                       comm=comm, comm_bytes_per_step=sum(x["bytes_per_step"] for x in comm.values()))
         print(json.dumps(out), flush=True)
     if world > 1:
         torch.distributed.destroy_process_group()

