@@ -546,6 +546,7 @@ def deepspeed_targets(rows):
         err_ours = None if o["predicted_ratio"] is None else abs(o["predicted_ratio"] - 1)
         err_ds = None if r["predicted_ratio"] is None else abs(r["predicted_ratio"] - 1)
         out.append({"workload": r["workload"], "side": r["label"], "speedup": r["speedup"],
+                    "speedup_target": DEEPSPEED_SPEEDUP_TARGET,
                     "speedup_met": r["speedup"] >= DEEPSPEED_SPEEDUP_TARGET, "mem_ratio": r["mem_ratio"],
                     "memory_met": r["mem_ratio"] <= 1.0, "planner_error": err_ours, "estimator_error": err_ds,
                     "prediction_met": None if err_ours is None or err_ds is None else err_ours < err_ds})

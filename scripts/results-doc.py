@@ -133,6 +133,41 @@ def bench_section(path, ev, out_dir):
                      f"{fmt('whole', f['batch'])}): {fmt('rate', f['gflops'])} GFLOP/s per rank, each GEMM shape at "
                      f"its best over the measurements before, between and after the rounds (their spread "
                      f"{fmt('rate', f['spread_percent'])}%)")
+    if s.get("deepspeed"):
+        lines += deepspeed_lines(ev)
+    return lines
+
+
+def deepspeed_lines(ev):
+    """scripts/bench.sh --deepspeed: bytes per step, the memory predicted before the run against measured, the
+    targets, the ds_config of every DeepSpeed side."""
+    t = ev["table"]
+    lines = ["", "| workload | side | bytes / step (MiB) | counted by | predicted memory / rank (MiB) | predicted by | "
+                 "predicted / measured |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in t["rows"]:
+        b = "" if r.get("comm_bytes_per_step") is None else fmt("bytes_mib", r["comm_bytes_per_step"])
+        p = "" if r.get("predicted_mem_mib") is None else fmt("whole", r["predicted_mem_mib"])
+        q = "" if r.get("predicted_ratio") is None else fmt("ratio", r["predicted_ratio"])
+        lines.append(f"| {r['workload']} | {r['label']} | {b} | {r['comm_counted_by']} | {p} | "
+                     f"{r['predicted_by'] or ''} | {q} |")
+    lines += ["", "- bytes / step: what rank 0 hands to the collectives per measured step (the send side; lorabench's "
+                  "counters, DeepSpeed's comms logger). Predicted memory: lorabench's planner predicts the whole "
+                  "resident set per rank; DeepSpeed's estimators the model states of every parameter, trainable or not "
+                  "(device + host / ranks); both against the peak RSS measured"]
+    for x in t.get("deepspeed_targets", []):
+        verdict = lambda ok: "met" if ok else "MISSED"  # noqa: E731
+        pred = ("" if x["prediction_met"] is None else
+                f"; memory predicted off by {fmt('fraction_percent_whole', x['planner_error'])}% (lorabench's planner) "
+                f"against {fmt('fraction_percent_whole', x['estimator_error'])}% (DeepSpeed's estimator): "
+                f"{verdict(x['prediction_met'])}")
+        lines.append(f"- target, {x['workload']}, lorabench against {x['side']}: tokens/s {fmt('ratio', x['speedup'])}x "
+                     f"(>= {fmt('general', x['speedup_target'])}x: {verdict(x['speedup_met'])}), peak RSS per rank {fmt('ratio', x['mem_ratio'])}x "
+                     f"(<= 1: {verdict(x['memory_met'])}){pred}")
+    for w in ev["workloads"]:
+        for side, runs in w["runs"].items():
+            if runs and runs[0]["extra"].get("ds_config"):
+                cfg = json.dumps(runs[0]["extra"]["ds_config"], separators=(",", ":"))
+                lines.append(f"- ds_config of {runs[0]['side']} ({w['name']}): `{cfg}`")
     return lines
 
 
