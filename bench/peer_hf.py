@@ -119,7 +119,7 @@ def deepspeed_estimate(args, model, world):
     with the total parameter count and the largest module's own parameters, as its *_all_live helpers count
     them (every parameter, trainable or not), for one node of `world` ranks. It returns host (CPU) memory
     for the node and device memory per rank; on a CPU run both are the ranks' resident memory, so per rank
-    = device + host / ranks."""
+    = device + host / ranks; on a GPU per rank = device (what the table measures there)."""
     stage, offload_optimizer, offload_param = DEEPSPEED[args.dist]
     total = sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in model.parameters())
     if stage == 2:
@@ -136,7 +136,7 @@ def deepspeed_estimate(args, model, world):
                                                              cpu_offload_params=offload_param, zero_init=True)
     return {"function": f"estimate_zero{stage}_model_states_mem_needs", "total_params": total,
             "largest_layer_params": largest, "host_bytes_per_node": host, "device_bytes_per_rank": dev,
-            "per_rank_bytes": dev + host / world}
+            "per_rank_bytes": dev if args.device == "cuda" else dev + host / world}
 
 
 def build_model(args, device, ds_cfg=None):

@@ -15,6 +15,10 @@ One thread per rank (as the benchmark), CPU. The profiler adds a fixed cost to e
 each op's time is then the GPU time of the kernels it launched (torch.profiler's self device time), kernels
 launched outside any op (Liger's Triton kernels) are a group of their own, and the rest of the step is the
 GPU standing idle (Python, launches, host synchronisations).
+--dist ds-zero2 (ds-zero3, ...) profiles the DeepSpeed side of scripts/bench.sh --deepspeed the same way
+(DeepSpeed's whole engine.step is the "optimizer" group: its fused CPU Adam, a C++ extension the profiler does
+not record, is the self time of the optimizer range, and the all-gather of the updated partitions is inside
+it; its gradient reductions during backward are collectives).
 --dist profiles the hf peer's DDP or FSDP2 (gloo, as scripts/bench.sh runs them) on rank 0: its main
 thread's ops (gloo's own threads move the bytes), with the time it stood waiting for FSDP2's collectives
 as a group of its own (DDP's reducer waits outside any recorded range: that wait is in "outside ops").
@@ -48,7 +52,9 @@ SOFTMAX = {"aten::_softmax", "aten::_log_softmax", "aten::_softmax_backward_data
 COPIES = {"aten::copy_", "aten::_to_copy", "aten::to", "aten::contiguous", "aten::clone", "aten::cat",
           "aten::repeat_interleave", "aten::index_select", "aten::embedding_dense_backward"}
 # Ranges and wrappers whose self time is their children's bookkeeping, not work of their own.
-WRAPPERS = ("ProfilerStep", "peer::optimizer", "Optimizer.step", "Optimizer.zero_grad", "autograd::engine",
+# peer::optimizer is not one: its self time is the optimizer's work that no op records (DeepSpeed's fused CPU
+# Adam, a C++ extension) and its Python, which belong to the optimizer group.
+WRAPPERS = ("ProfilerStep", "Optimizer.step", "Optimizer.zero_grad", "autograd::engine",
             "CompiledFunction", "CompiledFunctionBackward", "Torch-Compiled Region")
 
 
@@ -73,7 +79,7 @@ def group(name, in_optimizer):
 def hf_step(a):
     import peer_hf
     args = SimpleNamespace(mode=a.mode, dist=a.dist, device=a.device, lora_r=16, lora_alpha=32, lora_dropout=0.0,
-                           dtype=a.precision)
+                           dtype=a.precision, batch=a.batch, lr=1e-4)
     rank, world, device = peer_hf.setup_dist(args)
     if rank == 0:
         write_snapshot(a.preset, SEED)
@@ -81,9 +87,17 @@ def hf_step(a):
         torch.distributed.barrier()
     args.model = write_snapshot(a.preset, SEED)
     peer_hf.pin_core(device)
-    model = peer_hf.build_model(args, device)
+    ds_cfg = peer_hf.deepspeed_config(args, world) if a.dist in peer_hf.DEEPSPEED else None
+    model = peer_hf.build_model(args, device, ds_cfg)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.0)
+    engine = None
+    if ds_cfg:  # DeepSpeed's engine as scripts/bench.sh --deepspeed runs it (its comms logger off here)
+        import deepspeed
+        ds_cfg["comms_logger"]["enabled"] = False
+        engine, opt, _, _ = deepspeed.initialize(model=model, model_parameters=params, config=ds_cfg)
+        model = engine
+    else:
+        opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.0)
     with open(os.path.join(args.model, "config.json")) as f:
         vocab = json.load(f)["vocab_size"]
     count = [0]
@@ -93,11 +107,18 @@ def hf_step(a):
                                              a.batch)).to(device)
         count[0] += 1
         loss = model(input_ids=ids, labels=ids).loss
+        if engine is not None:
+            engine.backward(loss)
+            with torch.profiler.record_function("peer::optimizer"):
+                engine.step()
+            return
         loss.backward()
         with torch.profiler.record_function("peer::optimizer"):
             opt.step()
             opt.zero_grad(set_to_none=True)
-    return step, f"hf-{a.mode}" + ("" if a.dist == "none" else f"-{a.dist} (rank 0 of {world})"), rank
+    name = a.dist.replace("ds-", "deepspeed-") if engine is not None else f"hf-{a.mode}" + (
+        "" if a.dist == "none" else f"-{a.dist}")
+    return step, name + ("" if a.dist == "none" else f" (rank 0 of {world})"), rank
 
 
 def torch_step(a):
@@ -168,8 +189,9 @@ def main():
     ap.add_argument("--mode", choices=["eager", "compile", "liger"], default="eager", help="hf only; liger: cuda only")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--batch", type=int, default=1, help="micro-batch (per rank)")
-    ap.add_argument("--dist", choices=["none", "ddp", "fsdp2"], default="none",
-                    help="hf only; launched by torch.distributed.run")
+    ap.add_argument("--dist", choices=["none", "ddp", "fsdp2", "ds-zero2", "ds-zero3", "ds-zero3-offload",
+                                       "ds-zero3-offload-param"], default="none",
+                    help="hf only; launched by torch.distributed.run (ds-*: DeepSpeed's engine, DS_ACCELERATOR=cpu)")
     ap.add_argument("--preset", default="qwen2.5-0.5b")
     ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16",
                     help="the model's dtype (scripts/bench.sh --dtype)")

@@ -237,11 +237,14 @@ def run_peer(args, w, side, snapshot, env):
     return Run(r["peer"], r["step_time_s"], r["tokens_per_s"], mem, r["loss_step0"], extra=extra)
 
 
-def plan_prediction(args, w, snapshot, env):
-    """lorabench's planner on the workload, before its runs (`lorabench plan` with the benchmark's keys, the
-    row of the workload's strategy and ranks): what it predicts per rank, bytes."""
+def plan_prediction(args, w, env):
+    """lorabench's planner on the workload, before anything runs (`lorabench plan` with the benchmark's keys on
+    the preset the snapshot is written from, the row of the workload's strategy and ranks): what it predicts per
+    rank, bytes, and whether it fits this node."""
     tsv = os.path.join(args.run_dir, f"plan-{w.name}.tsv")
-    sets = lorabench_sets(args, w, snapshot, 1e9, f"{w.name}-plan")
+    sets = lorabench_sets(args, w, "", 1e9, f"{w.name}-plan")
+    sets.pop("model.path")
+    sets["model.preset"] = w.preset
     cmd = [args.lorabench, "plan", os.path.join(ROOT, "inputs", "bench.ini"), "-n", str(w.ranks),
            "--strategy", w.strategy, "--tsv", tsv]
     for k, v in {**sets, **extra_lorabench_sets(args, w)}.items():
@@ -254,8 +257,22 @@ def plan_prediction(args, w, snapshot, env):
         head, *rows = [line.rstrip("\n").split("\t") for line in f if line.strip()]
     row = dict(zip(head, rows[0]))
     return {"rss_bytes": float(row["rss_bytes"]), "tensor_peak_bytes": float(row["tensor_peak_bytes"]),
-            "model_state_bytes": float(row["model_state_bytes"]), "fits": row["fits"] == "1",
-            "command": " ".join(cmd[1:])}
+            "model_state_bytes": float(row["model_state_bytes"]), "available_bytes": float(row["available_bytes"]),
+            "fits": row["fits"] == "1", "device": row["device"], "command": " ".join(cmd[1:])}
+
+
+def refuse_unfit(table):
+    """--deepspeed: workloads the planner says do not fit this node are refused before any snapshot is written
+    (the 7B table on a small machine), each with its figures."""
+    lines = []
+    for w in table:
+        p = w.prediction
+        if p and not p["fits"]:
+            lines.append(f"{w.name}: lorabench plan predicts {p['rss_bytes'] / 2**30:.1f} GiB resident per rank for "
+                         f"{w.strategy} on {w.ranks} ranks, {p['available_bytes'] / 2**30:.1f} GiB available per rank "
+                         f"(lorabench {p['command']})")
+    if lines:
+        raise SystemExit("bench: REFUSED: does not fit this machine:\n  " + "\n  ".join(lines))
 
 
 # What a side says when a micro-batch does not fit: CUDA's caching allocator (torch.OutOfMemoryError in the
@@ -417,8 +434,6 @@ def bench_workload(args, w, env, frames, runs, progress=lambda: None):
     frame = frames[frame_key(w)][0]["frame_flops_per_s"]
     sides = sides_of(args, w)
     runs.update({s: [] for s in sides})
-    if getattr(args, "deepspeed", False) and not args.peers_only:
-        w.prediction = plan_prediction(args, w, snapshot, env)  # before the runs, as a user plans one
     ref_loss = None  # the first side of round 0 (lorabench unless --peers-only) sets the reference
     for r in range(args.rounds):
         if r > 0:  # the frame again between rounds: its best over the whole benchmark is the figure used
@@ -522,7 +537,10 @@ def deepspeed_columns(w, side, rs, measured_mib):
     cols = {"comm_bytes_per_step": None if any(c is None for c in comm) else med(comm),
             "comm_counted_by": "lorabench's counters" if side == "lorabench" else "DeepSpeed's comms logger",
             "predicted_mem_mib": None, "predicted_by": None, "predicted_ratio": None}
-    if side == "lorabench" and w.prediction:
+    if side == "lorabench" and w.prediction and w.prediction["device"] == "cuda":  # measured: CUDA peak allocated
+        cols.update(predicted_mem_mib=w.prediction["tensor_peak_bytes"] / 2**20,
+                    predicted_by="lorabench plan (tensor peak / rank)")
+    elif side == "lorabench" and w.prediction:
         cols.update(predicted_mem_mib=w.prediction["rss_bytes"] / 2**20, predicted_by="lorabench plan (RSS / rank)")
     elif rs[0].extra.get("ds_estimate"):
         e = rs[0].extra["ds_estimate"]
@@ -736,6 +754,9 @@ def main():
         if common > w.batch:
             table.append(replace(w, name=f"{w.name}-b{common}", batch=common,
                                      note=f"micro-batch {common}: the largest every side fits (--sweep-batch)"))
+    for w in table if args.deepspeed and not args.peers_only else []:
+        w.prediction = plan_prediction(args, w, env)  # before anything runs, as a user plans a run
+    refuse_unfit(table)
     # One frame per shape and token count: measured before the first run (here), between rounds and after the last.
     frames = {}
     for w in table:

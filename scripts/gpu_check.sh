@@ -30,7 +30,9 @@
 #                                         transformers + peft eager, torch.compile and Liger Kernel, 2 rounds)
 #                                         with the image's python and the carried liger-kernel wheel; writes
 #                                         OUT/bench-gpu.md and .json. LB_GPU_CHECK_BENCH_ARGS replaces the
-#                                         arguments (default: --device cuda --rounds 2)
+#                                         arguments (default: --device cuda --rounds 2). Then the DeepSpeed
+#                                         pairs (--deepspeed) where 2 GPUs and DeepSpeed are there, else
+#                                         OUT/bench-deepspeed-gpu.md says which is missing
 #   scripts/gpu_check.sh profile OUT [DIR] on the GPU machine after run: where the GPU step goes, both sides in
 #                                         the same op groups (lorabench-profile-ops, bench/profile_peer.py
 #                                         eager, liger, compile); OUT/profile-*.md
@@ -521,7 +523,30 @@ bench() {
   read -r -a extra <<<"${LB_GPU_CHECK_BENCH_ARGS:---device cuda --rounds 2}"
   python3 "$here/bench/run_bench.py" --lorabench "$build/src/app/lorabench" "${extra[@]}" \
     --out "$OUT/bench-gpu.md" --json "$OUT/bench-gpu.json" 2>&1 | tee "$OUT/bench-gpu.log"
-  return "${PIPESTATUS[0]}"
+  local rc=${PIPESTATUS[0]}
+  bench_deepspeed "$build"
+  return "$rc"
+}
+
+# The DeepSpeed pairs (scripts/bench.sh --deepspeed, docs/performance.md) on the GPU: 2 ranks, each with a GPU of
+# its own (NCCL refuses two ranks on one GPU), and DeepSpeed in the image, which compiles its CUDA ops on first
+# use. Runs them where both are there (one round, OUT/bench-deepspeed-gpu.md); otherwise that file says which is
+# missing, so the check's output answers the question either way.
+bench_deepspeed() {
+  local build=$1 gpus ds
+  gpus=$(python3 -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
+  ds=$(python3 -c "import importlib.metadata as m; print(m.version('deepspeed'))" 2>/dev/null || true)
+  if [[ $gpus -ge 2 && -n $ds ]]; then
+    python3 "$here/bench/run_bench.py" --lorabench "$build/src/app/lorabench" --deepspeed --device cuda --rounds 1 \
+      --out "$OUT/bench-deepspeed-gpu.md" --json "$OUT/bench-deepspeed-gpu.json" 2>&1 | tee "$OUT/bench-deepspeed-gpu.log"
+    return 0
+  fi
+  {
+    echo "# The DeepSpeed pairs on the GPU: not run"
+    echo
+    echo "- GPUs visible: $gpus (the pairs run on 2 ranks, one GPU each: NCCL refuses two ranks on one GPU)"
+    echo "- DeepSpeed in this image: ${ds:-not installed (and the machine has no network to install it)}"
+  } | tee "$OUT/bench-deepspeed-gpu.md"
 }
 
 # profile OUT DIR: where the GPU step goes, both sides in the same op groups (docs/performance.md), for

@@ -112,8 +112,10 @@ PY
     if [ ${#peers[@]} -gt 0 ]; then
       echo "install-deps: ${peers[*]} into $venv"
       # DeepSpeed's sdist builds against the venv's torch (bench/requirements-peers-deepspeed.txt says why);
-      # the build needs setuptools in the venv, which a venv made by Python 3.12+ no longer has.
-      "$venv/bin/python" -c "import setuptools" 2>/dev/null || "$venv/bin/python" -m pip install --quiet setuptools
+      # the build needs a setuptools that builds wheels by itself (70.1+: no `wheel` package), which a new venv
+      # may lack (Python 3.11's has 65.5, 3.12+ none).
+      "$venv/bin/python" -c "import setuptools, sys; sys.exit(tuple(map(int, setuptools.__version__.split('.')[:2])) < (70, 1))" \
+        2>/dev/null || "$venv/bin/python" -m pip install --quiet "setuptools>=70.1"
       "$venv/bin/python" -m pip install --quiet --no-build-isolation "${peers[@]}" "torch==$LORABENCH_TORCH_VERSION"
       mapfile -t peers < <(missing_peers)
       [ ${#peers[@]} -eq 0 ] || { echo "install-deps: still missing after pip: ${peers[*]}" >&2; exit 1; }

@@ -13,6 +13,12 @@
 #             sides fit 2, the sweep line says so and the table gains the tiny-fp32-b2 rows, every side in
 #             fp32 (the frame too) with the fp32 loss tolerance; and the full bf16 CPU table is refused on a
 #             CPU without AVX-512 (benchlib.cpu_bf16_gemm_native on given flags), the fp32 one is not
+#   deepspeed --quick --deepspeed: lorabench zero2 against DeepSpeed ZeRO-2, lorabench fsdp against ZeRO-3, ZeRO-3
+#             with the optimizer and with the parameters offloaded (2 ranks each): the step-0 check VALID for
+#             every side, every row; the bytes per step of both ZeRO-2 sides equal within 1% (the same gradient
+#             volume, counted by lorabench and by DeepSpeed's comms logger); the ZeRO-3 sides gather the frozen
+#             weights, lorabench's fsdp does not (its bytes a fraction of theirs); each side's predicted memory
+#             and ratio, the targets and one ds_config per DeepSpeed side (with its stage and offloads)
 #   profiles  lorabench-profile-ops (LORABENCH is then its path; a mistyped flag is refused, exit 2) and
 #             bench/profile_peer.py (eager, compiled, fp32, FSDP2 on 2 ranks; --device cuda refused without a
 #             GPU), and scripts/gpu_check.sh profile with both on the CPU
@@ -134,6 +140,46 @@ for flags, dtype in (([], torch.bfloat16), (["--dtype", "fp32"], torch.float32))
 PY
     "$py" "$src/bench/host_noise.py" --seconds 0 >"$out.noise0" 2>&1 && { echo "FAIL: host_noise.py ran 0 s"; exit 1; }
     grep -q "must be > 0" "$out.noise0" || { cat "$out.noise0"; echo "FAIL: host_noise.py's error"; exit 1; }
+    ;;
+  deepspeed)
+    "${cmd[@]}" --deepspeed --json "$work/deepspeed.json" >"$out" 2>"$err" ||
+      { cat "$out" "$err"; echo "FAIL: the quick DeepSpeed table failed"; exit 1; }
+    grep -q "(checked: VALID)" "$out" || { cat "$out"; echo "FAIL: no VALID step-0 check"; exit 1; }
+    for row in "zero2|lorabench zero2" "zero2|deepspeed-zero2" "zero3|lorabench fsdp" "zero3|deepspeed-zero3" \
+               "zero3|deepspeed-zero3-offload" "zero3|deepspeed-zero3-offload-param"; do
+      w="tiny-$dt-${row%%|*}" side="${row#*|}"
+      grep -qE "^\| $w \| $side \| 2 \| [0-9.]+ \| [0-9.]+ \|" "$out" || { cat "$out"; echo "FAIL: no $w row of $side"; exit 1; }
+      by="lorabench plan \(RSS / rank\)"
+      [[ $side == deepspeed-* ]] && by="DeepSpeed estimate_zero${row:4:1}_model_states_mem_needs \(model states / rank\)"
+      grep -qE "^\| $w \| $side \| [0-9.]+ \| (lorabench's counters|DeepSpeed's comms logger) \| [0-9]+ \| $by \| [0-9.]+ \|$" "$out" ||
+        { cat "$out"; echo "FAIL: no bytes and prediction row of $side in $w"; exit 1; }
+    done
+    grep -c "^- target, tiny-$dt-zero[23] against deepspeed-" "$out" | grep -qx 4 || { cat "$out"; echo "FAIL: not 4 target lines"; exit 1; }
+    "$py" - "$work/deepspeed.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+runs = {(r["workload"]["name"].rsplit("-", 1)[1], side): rs[0] for r in j["results"] for side, rs in r["runs"].items()}
+b = {k: v["extra"]["comm_bytes_per_step"] for k, v in runs.items()}
+ours, ds = b[("zero2", "lorabench")], b[("zero2", "ds-zero2")]
+if not (ours > 0 and abs(ours - ds) <= 0.01 * ds):
+    sys.exit(f"FAIL: ZeRO-2 bytes per step: lorabench {ours}, DeepSpeed {ds}: not the same gradient volume")
+for side in ("ds-zero3", "ds-zero3-offload", "ds-zero3-offload-param"):
+    if not b[("zero3", "lorabench")] < 0.5 * b[("zero3", side)]:
+        sys.exit(f"FAIL: lorabench fsdp {b[('zero3', 'lorabench')]} bytes/step against {side}'s {b[('zero3', side)]}")
+want = {"ds-zero2": (2, None, None), "ds-zero3": (3, None, None), "ds-zero3-offload": (3, "cpu", None),
+        "ds-zero3-offload-param": (3, "cpu", "cpu")}
+for (pair, side), run in runs.items():
+    if side == "lorabench":
+        continue
+    z = run["extra"]["ds_config"]["zero_optimization"]
+    got = (z["stage"], z.get("offload_optimizer", {}).get("device"), z.get("offload_param", {}).get("device"))
+    e = run["extra"]["ds_estimate"]
+    if got != want[side] or not e["per_rank_bytes"] > 0 or e["total_params"] < run["extra"].get("trainable", 0):
+        sys.exit(f"FAIL: {side}: ds_config zero {got}, estimate {e}")
+print("ZeRO-2 bytes per step: lorabench", ours, "DeepSpeed", ds, "; ds_configs as asked")
+PY
+    grep -c '^- ds_config of deepspeed-zero[23]' "$out" | grep -qx 4 || { cat "$out"; echo "FAIL: not 4 ds_config lines"; exit 1; }
+    grep -q "INVALID" "$out" "$err" && { cat "$out" "$err"; echo "FAIL: INVALID in a passing run"; exit 1; }
     ;;
   mismatch)
     if "${cmd[@]}" --fault-peer-seed-offset 1 >"$out" 2>"$err"; then
