@@ -8,7 +8,7 @@ loss, tokens/s, peak CUDA memory on a GPU.
     python bench/peer_hf.py --model DIR [--mode eager|compile|liger] [--steps N] [--warmup N]
     python -m torch.distributed.run --nproc-per-node 2 bench/peer_hf.py --model DIR --dist ddp|fsdp2
     DS_ACCELERATOR=cpu python -m torch.distributed.run --nproc-per-node 2 bench/peer_hf.py --model DIR \
-        --dist ds-zero2|ds-zero3|ds-zero3-offload|ds-zero3-offload-param [--ds-config-out FILE]
+        --dist ds-zero2|ds-zero3|ds-zero3-offload|ds-zero3-offload-param
 
 --mode compile wraps the model in torch.compile (the warm-up steps include the compilation); --mode
 liger applies Liger Kernel's Qwen2 or Qwen3 kernels (Triton: CUDA only). --dist ddp is DistributedDataParallel
@@ -16,7 +16,7 @@ liger applies Liger Kernel's Qwen2 or Qwen3 kernels (Triton: CUDA only). --dist 
 recipe: fp32 parameters sharded, compute in --dtype (MixedPrecisionPolicy), fp32 gradient reduction.
 --dtype is the model's dtype (bf16, the default, or fp32), as lorabench's model.dtype.
 
---dist ds-* is DeepSpeed's engine, as its users write it (deepspeed_config below; --ds-config-out writes the
+--dist ds-* is DeepSpeed's engine, as its users write it (deepspeed_config below; the JSON line carries the
 ds_config used): ZeRO stage 2 or 3, stage 3 optionally with the optimizer (and the parameters) offloaded to
 the CPU, DeepSpeed's own AdamW (its fused CPU Adam, or its CPU Adam when offloaded; compiled on first use
 into torch's extension cache), bf16 through its bf16 section (fp32 master weights in the optimizer), gloo on
@@ -47,7 +47,6 @@ def parse_args():
     ap.add_argument("--model", required=True, help="snapshot directory (config.json + model.safetensors)")
     ap.add_argument("--mode", choices=["eager", "compile", "liger"], default="eager")
     ap.add_argument("--dist", choices=["none", "ddp", "fsdp2"] + sorted(DEEPSPEED), default="none")
-    ap.add_argument("--ds-config-out", default=None, help="--dist ds-*: also write the ds_config (JSON) here")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16", help="the model's dtype")
     ap.add_argument("--seq", type=int, default=256)
@@ -114,6 +113,11 @@ def deepspeed_config(args, world):
             "comms_logger": {"enabled": True, "prof_all": True, "verbose": False, "debug": False}}
 
 
+def numel(p):
+    """A parameter's element count, also when ZeRO-3 has partitioned it (its local tensor is then empty)."""
+    return p.ds_numel if hasattr(p, "ds_numel") else p.numel()
+
+
 def deepspeed_estimate(args, model, world):
     """DeepSpeed's own prediction of the run's memory, bytes: estimate_zero2/zero3_model_states_mem_needs
     with the total parameter count and the largest module's own parameters, as its *_all_live helpers count
@@ -121,7 +125,7 @@ def deepspeed_estimate(args, model, world):
     for the node and device memory per rank; on a CPU run both are the ranks' resident memory, so per rank
     = device + host / ranks; on a GPU per rank = device (what the table measures there)."""
     stage, offload_optimizer, offload_param = DEEPSPEED[args.dist]
-    total = sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in model.parameters())
+    total = sum(numel(p) for p in model.parameters())
     if stage == 2:
         from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs
         host, dev = estimate_zero2_model_states_mem_needs(total, num_gpus_per_node=world, num_nodes=1,
@@ -129,8 +133,7 @@ def deepspeed_estimate(args, model, world):
         largest = None
     else:
         from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs
-        largest = max(sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel()
-                          for p in m.parameters(recurse=False)) for m in model.modules())
+        largest = max(sum(numel(p) for p in m.parameters(recurse=False)) for m in model.modules())
         host, dev, _ = estimate_zero3_model_states_mem_needs(total, largest, num_gpus_per_node=world, num_nodes=1,
                                                              cpu_offload=offload_optimizer,
                                                              cpu_offload_params=offload_param, zero_init=True)
@@ -209,13 +212,10 @@ def main():
     ds_cfg = deepspeed_config(args, world) if args.dist in DEEPSPEED else None
     model = build_model(args, device, ds_cfg)
     params = [p for p in model.parameters() if p.requires_grad]
-    trainable = sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in params)
+    trainable = sum(numel(p) for p in params)
     engine = estimate = None
     if ds_cfg:
         import deepspeed
-        if args.ds_config_out and rank == 0:
-            with open(args.ds_config_out, "w") as f:
-                json.dump(ds_cfg, f, indent=2)
         estimate = deepspeed_estimate(args, model, world)
         engine, opt, _, _ = deepspeed.initialize(model=model, model_parameters=params, config=ds_cfg)
         model = engine

@@ -198,8 +198,7 @@ def run_lorabench(args, w, snapshot, frame, tag, env):
 
 def peer_cmd(args, w, side, snapshot, port):
     """The command of a peer side: a peer_hf mode (eager, compile, liger) with the workload's --dist, or a
-    DeepSpeed side (ds-*: eager transformers + peft in DeepSpeed's engine, its ds_config written beside the
-    run files)."""
+    DeepSpeed side (ds-*: eager transformers + peft in DeepSpeed's engine)."""
     ds = side.startswith("ds-")
     mode, dist = ("eager", side) if ds else (side, w.dist)
     script = [os.path.join(HERE, "peer_hf.py"), "--model", snapshot, "--mode", mode, "--device", args.device,
@@ -207,8 +206,6 @@ def peer_cmd(args, w, side, snapshot, port):
               "--seq", str(w.seq), "--batch", str(w.batch), "--steps", str(args.steps), "--warmup", str(args.warmup),
               "--threads", "1", "--seed", str(SEED + args.fault_peer_seed_offset), "--lora-r", str(LORA_R),
               "--lora-alpha", str(LORA_ALPHA)]
-    if ds:
-        script += ["--ds-config-out", os.path.join(args.run_dir, f"ds_config-{w.name}-{side}.json")]
     if w.ranks == 1:
         return [sys.executable] + script
     return ([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(w.ranks),
@@ -722,9 +719,10 @@ def main():
         print(refusal, file=sys.stderr)
         sys.exit(2)
     if args.deepspeed:
-        have = subprocess.run([sys.executable, "-c", "import importlib.metadata as m; print(m.version('deepspeed'))"],
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        if have.returncode != 0:
+        import importlib.metadata  # the peers run on this interpreter (sys.executable)
+        try:
+            importlib.metadata.version("deepspeed")
+        except importlib.metadata.PackageNotFoundError:
             raise SystemExit(f"bench: --deepspeed: DeepSpeed is not installed in {sys.prefix} (scripts/install-deps.sh "
                              "installs bench/requirements-peers-deepspeed.txt there)")
     if args.quick:
@@ -754,9 +752,10 @@ def main():
         if common > w.batch:
             table.append(replace(w, name=f"{w.name}-b{common}", batch=common,
                                      note=f"micro-batch {common}: the largest every side fits (--sweep-batch)"))
-    for w in table if args.deepspeed and not args.peers_only else []:
-        w.prediction = plan_prediction(args, w, env)  # before anything runs, as a user plans a run
-    refuse_unfit(table)
+    if args.deepspeed and not args.peers_only:
+        for w in table:
+            w.prediction = plan_prediction(args, w, env)  # before anything runs, as a user plans a run
+        refuse_unfit(table)
     # One frame per shape and token count: measured before the first run (here), between rounds and after the last.
     frames = {}
     for w in table:

@@ -524,7 +524,7 @@ bench() {
   python3 "$here/bench/run_bench.py" --lorabench "$build/src/app/lorabench" "${extra[@]}" \
     --out "$OUT/bench-gpu.md" --json "$OUT/bench-gpu.json" 2>&1 | tee "$OUT/bench-gpu.log"
   local rc=${PIPESTATUS[0]}
-  bench_deepspeed "$build"
+  bench_deepspeed "$build" || rc=1
   return "$rc"
 }
 
@@ -539,7 +539,7 @@ bench_deepspeed() {
   if [[ $gpus -ge 2 && -n $ds ]]; then
     python3 "$here/bench/run_bench.py" --lorabench "$build/src/app/lorabench" --deepspeed --device cuda --rounds 1 \
       --out "$OUT/bench-deepspeed-gpu.md" --json "$OUT/bench-deepspeed-gpu.json" 2>&1 | tee "$OUT/bench-deepspeed-gpu.log"
-    return 0
+    return "${PIPESTATUS[0]}"
   fi
   {
     echo "# The DeepSpeed pairs on the GPU: not run"

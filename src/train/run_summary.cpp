@@ -18,8 +18,7 @@ constexpr const char* kPhaseNames[5] = {"data", "forward", "backward", "comm_exp
 constexpr int kSyncColumns[3] = {schema::kComputeS, schema::kWaitPeersS, schema::kTransferS};
 constexpr const char* kSyncNames[3] = {"compute_s", "wait_peers_s", "transfer_s"};
 constexpr int kBytesColumns[5] = {schema::kBytesAllReduce, schema::kBytesReduceScatter, schema::kBytesAllGather,
-                                  schema::kBytesBroadcast, schema::kBytesAllToAll};
-constexpr const char* kBytesNames[5] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"};
+                                  schema::kBytesBroadcast, schema::kBytesAllToAll};  // named bytes_<collective>
 
 // The rows gathered by step and by rank.
 struct Collected {
@@ -183,7 +182,8 @@ RunSummary summarize_run(const std::vector<double>& rows, const RunFacts& f) {
     for (int k = 0; k < 5; ++k) {
       const double b = c.bytes_rank0[k] / measured_steps;
       total += b;
-      if (b > 0) add(std::string("comm_bytes_per_step_") + kBytesNames[k], b);
+      if (b > 0)  // comm_bytes_per_step_ + the column's name without its "bytes_"
+        add("comm_bytes_per_step_" + std::string(schema::step_columns()[size_t(kBytesColumns[k])].name).substr(6), b);
     }
     add("comm_bytes_per_step", total);
   }
