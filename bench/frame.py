@@ -10,7 +10,8 @@ what lorabench runs (src/model/gemm.cpp), and that is the frame (benchlib.cpu_bf
 enables it).
 
 The shapes are the step's large GEMMs at its token count T = micro-batch x seq: per decoder layer the
-packed q|k|v, o, packed gate|up and down projections, each as the forward x @ W^T and as the
+packed q|k|v, o, packed gate|up and down projections (a Qwen3.5 linear-attention layer's packed
+in_proj_qkv|z|b|a and out_proj instead of q|k|v and o), each as the forward x @ W^T and as the
 input-gradient dY @ W; the LM head as vocabulary chunks of 16384 columns (logits
 h @ E_c^T and the accumulation p @ E_c). Each shape is timed in samples of at least --min-sample-s,
 interleaved with the other shapes for --rounds rounds; a shape's time is the best of its samples (noise
@@ -34,16 +35,58 @@ from benchlib import best_times, cpu_gemm_dtype, pin_to_first_core
 HEAD_CHUNK = 16384  # lorabench's vocabulary chunk (docs/model.md)
 
 
+def layer_projections(cfg):
+    """Per decoder layer, its projections as {name: (in, out)} in the order they run: a full-attention layer's
+    q, k, v, o (Qwen3.5's q also gives each head its output gate, so twice the width), a Gated DeltaNet layer's
+    in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj (Qwen3.5's linear_attention layers, config.json's
+    layer_types), then the MLP's gate, up and down."""
+    d, inter = cfg["hidden_size"], cfg["intermediate_size"]
+    heads = cfg["num_attention_heads"]
+    hd = cfg.get("head_dim", d // heads)
+    q, kv = heads * hd, cfg["num_key_value_heads"] * hd
+    gated = cfg.get("model_type") == "qwen3_5_text"
+    mlp = {"gate": (d, inter), "up": (d, inter), "down": (inter, d)}
+    full = {"q": (d, 2 * q if gated else q), "k": (d, kv), "v": (d, kv), "o": (q, d), **mlp}
+    out = []
+    for kind in cfg.get("layer_types") or ["full_attention"] * cfg["num_hidden_layers"]:
+        if kind == "linear_attention":
+            key = cfg["linear_num_key_heads"] * cfg["linear_key_head_dim"]
+            value_heads = cfg["linear_num_value_heads"]
+            value = value_heads * cfg["linear_value_head_dim"]
+            out.append({"in_proj_qkv": (d, 2 * key + value), "in_proj_z": (d, value), "in_proj_b": (d, value_heads),
+                        "in_proj_a": (d, value_heads), "out_proj": (value, d), **mlp})
+        elif kind == "full_attention":
+            out.append(full)
+        else:
+            raise SystemExit(f"frame: layer type {kind!r} unknown (full_attention or linear_attention)")
+    return out
+
+
+# The projections whose input is the layer's normed input (no input gradient in layer 0 under LoRA), and the
+# groups lorabench runs as one GEMM (packed weights).
+MIXER_INPUTS = ("q", "k", "v", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")
+PACKED = {"qkv": ("q", "k", "v"), "in_proj": ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"),
+          "gate_up": ("gate", "up")}
+
+
 def step_gemms(cfg, tokens):
     """(name, M, K, N, transposed_b, count per step) of the step's large GEMMs: a (M, K) @ b (K, N)."""
-    d, inter = cfg["hidden_size"], cfg["intermediate_size"]
-    hd = cfg.get("head_dim", d // cfg["num_attention_heads"])
-    q, kv = cfg["num_attention_heads"] * hd, cfg["num_key_value_heads"] * hd
-    layers, vocab = cfg["num_hidden_layers"], cfg["vocab_size"]
+    d, vocab = cfg["hidden_size"], cfg["vocab_size"]
+    counts = {}  # (name, in, out) -> layers running it
+    for layer in layer_projections(cfg):
+        done = set()
+        for name, members in PACKED.items():
+            if members[0] in layer:
+                key = (name, layer[members[0]][0], sum(layer[m][1] for m in members))
+                counts[key] = counts.get(key, 0) + 1
+                done.update(members)
+        for name, (i, o) in layer.items():
+            if name not in done:
+                counts[(name, i, o)] = counts.get((name, i, o), 0) + 1
     out = []
-    for name, rows, cols in (("qkv", q + 2 * kv, d), ("o", d, q), ("gate_up", 2 * inter, d), ("down", d, inter)):
-        out.append((f"{name} fwd", tokens, cols, rows, True, layers))   # x (T, in) @ W^T
-        out.append((f"{name} dgrad", tokens, rows, cols, False, layers))  # dY (T, out) @ W
+    for (name, cols, rows), n in counts.items():
+        out.append((f"{name} fwd", tokens, cols, rows, True, n))    # x (T, in) @ W^T
+        out.append((f"{name} dgrad", tokens, rows, cols, False, n))  # dY (T, out) @ W
     chunks, last = divmod(vocab, HEAD_CHUNK)
     for n, count in ((HEAD_CHUNK, chunks), (last, 1 if last else 0)):
         if count:
@@ -52,28 +95,35 @@ def step_gemms(cfg, tokens):
     return out
 
 
-def lora_flops_per_token(cfg, seq, r):
-    """docs/metrics.md's LoRA FLOPs per token with adapters of rank r on all seven projections: forward
-    GEMMs, input gradients of the base (none for layer 0's q, k, v: their input needs no gradient) and of
-    the adapters, the adapters' weight gradients, attention (4·T·d per head forward, twice that backward).
-    lorabench records the same figure (flops_per_token); run_bench.py checks that they agree."""
-    d, inter = cfg["hidden_size"], cfg["intermediate_size"]
+def lora_flops_per_token(cfg, seq, r, targets=None, chunk=64):
+    """docs/metrics.md's LoRA FLOPs per token with adapters of rank r on the projections named in targets
+    (lorabench's names, layer_projections'; None: every projection): forward GEMMs, input gradients of the base
+    (none for layer 0's projections of the normed input: their input needs no gradient) and of the adapters, the
+    adapters' weight gradients, full attention (4·T·d per head forward, twice that backward) and the gated delta
+    rule (C(5dk + 3dv) + 6·dk·dv per value head forward with chunks of C, twice that backward). lorabench records
+    the same figure (flops_per_token); run_bench.py checks that they agree."""
+    d, vocab = cfg["hidden_size"], cfg["vocab_size"]
     heads = cfg["num_attention_heads"]
     hd = cfg.get("head_dim", d // heads)
-    q, kv = heads * hd, cfg["num_key_value_heads"] * hd
-    layers, vocab = cfg["num_hidden_layers"], cfg["vocab_size"]
-    ins = {"q": d, "k": d, "v": d, "o": q, "gate": d, "up": d, "down": inter}
-    outs = {"q": q, "k": kv, "v": kv, "o": d, "gate": inter, "up": inter, "down": d}
-    n_matmul = layers * sum(ins[t] * outs[t] for t in ins) + vocab * d
-    n_lora = layers * r * sum(ins[t] + outs[t] for t in ins)
-    qkv_in = ins["q"] + ins["k"] + ins["v"]
+    layers = layer_projections(cfg)
+    adapted = [{n: io for n, io in layer.items() if targets is None or n in targets} for layer in layers]
+    n_matmul = sum(i * o for layer in layers for i, o in layer.values()) + vocab * d
+    n_lora = r * sum(i + o for layer in adapted for i, o in layer.values())
+    first_inputs = [io for name, io in layers[0].items() if name in MIXER_INPUTS]
+    first_adapted = [io for name, io in adapted[0].items() if name in MIXER_INPUTS]
     forward = 2 * (n_matmul + n_lora)
-    dx_base = 2 * (n_matmul - d * (q + 2 * kv))
-    dx_lora_b = 2 * layers * r * sum(outs.values())
-    dx_lora_a = 2 * ((layers - 1) * r * sum(ins.values()) + r * (sum(ins.values()) - qkv_in))
+    dx_base = 2 * (n_matmul - sum(i * o for i, o in first_inputs))
+    dx_lora_b = 2 * r * sum(o for layer in adapted for _, o in layer.values())
+    dx_lora_a = 2 * r * (sum(i for layer in adapted for i, _ in layer.values()) - sum(i for i, _ in first_adapted))
     dw_lora = 2 * n_lora
-    attention = 12 * layers * heads * hd * seq
-    return forward + dx_base + dx_lora_b + dx_lora_a + dw_lora + attention
+    n_full = sum("o" in layer for layer in layers)
+    attention = 12 * n_full * heads * hd * seq
+    delta = 0
+    if len(layers) > n_full:
+        dk, dv = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"]
+        per_head = chunk * (5 * dk + 3 * dv) + 6 * dk * dv
+        delta = 3 * (len(layers) - n_full) * cfg["linear_num_value_heads"] * per_head
+    return forward + dx_base + dx_lora_b + dx_lora_a + dw_lora + attention + delta
 
 
 def measure(cfg, tokens, dtype, device, rounds, min_sample_s):

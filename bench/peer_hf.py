@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """The peers lorabench is measured against: what its users run instead. Hugging Face transformers'
-Qwen2ForCausalLM or Qwen3ForCausalLM (the snapshot's model_type) + peft LoRA (r16, alpha 32, the seven projections, no dropout: inputs/bench.ini) and a
+Qwen2ForCausalLM, Qwen3ForCausalLM or Qwen3_5ForCausalLM (the snapshot's model_type; Qwen3.5 on transformers' torch
+fallback for the delta rule and the convolution, what a CPU user has) + peft LoRA (r16, alpha 32, no dropout, the
+seven projections and on Qwen3.5 the linear layers' five: equal_work.lora_targets, inputs/bench.ini) and a
 plain torch.optim.AdamW loop (lr 1e-4, no weight decay, no clipping), on the weights of one snapshot and
 lorabench's synthetic tokens (bench/equal_work.py). Prints one JSON line (rank 0): step times, step-0
 loss, tokens/s, peak CUDA memory on a GPU.
@@ -34,9 +36,10 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from equal_work import first_sample, synthetic_ids  # noqa: E402
+from equal_work import first_sample, lora_targets, synthetic_ids  # noqa: E402
 
-TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+# transformers' class of each model_type the benchmark writes (bench/equal_work.py hf_config)
+CLASSES = {"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM", "qwen3_5_text": "Qwen3_5ForCausalLM"}
 # --dist of DeepSpeed: (ZeRO stage, offload_optimizer to the CPU, offload_param to the CPU)
 DEEPSPEED = {"ds-zero2": (2, False, False), "ds-zero3": (3, False, False), "ds-zero3-offload": (3, True, False),
              "ds-zero3-offload-param": (3, True, True)}
@@ -142,14 +145,23 @@ def deepspeed_estimate(args, model, world):
             "per_rank_bytes": dev if args.device == "cuda" else dev + host / world}
 
 
+def config_json(model_dir):
+    with open(os.path.join(model_dir, "config.json")) as f:
+        return json.load(f)
+
+
 def build_model(args, device, ds_cfg=None):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    family = AutoConfig.from_pretrained(args.model).model_type  # qwen2 or qwen3 (the snapshot's config.json)
+    family = AutoConfig.from_pretrained(args.model).model_type  # the snapshot's config.json
+    if family not in CLASSES:
+        raise SystemExit(f"peer_hf: {args.model}: model_type {family!r} (expected one of {', '.join(CLASSES)})")
     if args.mode == "liger":
         if device.type != "cuda":
             raise SystemExit("peer_hf: --mode liger needs CUDA (Liger Kernel's kernels are Triton)")
+        if family not in ("qwen2", "qwen3"):
+            raise SystemExit(f"peer_hf: --mode liger has kernels for Qwen2 and Qwen3, not {family}")
         import liger_kernel.transformers as liger
         # rope, RMSNorm, SwiGLU, fused linear + cross-entropy
         (liger.apply_liger_kernel_to_qwen3 if family == "qwen3" else liger.apply_liger_kernel_to_qwen2)()
@@ -164,7 +176,7 @@ def build_model(args, device, ds_cfg=None):
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=dtype, attn_implementation="sdpa")
     if zero_init is None:
         model = model.to(device)
-    if type(model).__name__ != {"qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM"}.get(family):
+    if type(model).__name__ != CLASSES[family]:
         raise SystemExit(f"peer_hf: {args.model} loaded as {type(model).__name__} (model_type {family})")
     # A transformers that does not know the `dtype` keyword (before 4.56) would load fp32 without a word.
     got = {p.dtype for p in model.parameters()}
@@ -172,7 +184,8 @@ def build_model(args, device, ds_cfg=None):
         raise SystemExit(f"peer_hf: the model loaded as {sorted(map(str, got))}, not {dtype} "
                          f"(transformers {__import__('transformers').__version__})")
     cfg = LoraConfig(r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
-                     target_modules=TARGETS, bias="none", task_type="CAUSAL_LM")
+                     target_modules=lora_targets(config_json(args.model), args.lora_r), bias="none",
+                     task_type="CAUSAL_LM")
     model = get_peft_model(model, cfg)
     # from_pretrained returns the model in eval mode. Training runs in train mode: Liger's Qwen2 forward
     # takes its fused linear + cross-entropy (no logits) only there, and LoRA dropout applies only there.

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field, replace
 
 import evidence
 from benchlib import QUIET_CV, cpu_bf16_gemm_native, host_noise, mpirun, summary
-from equal_work import hf_config, loss_matches, loss_rtol, write_snapshot
+from equal_work import QWEN3_5_LINEAR, hf_config, lorabench_targets, loss_matches, loss_rtol, write_snapshot
 from frame import lora_flops_per_token
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -72,7 +72,8 @@ class Workload:
 
 
 # --model: the preset of the table's workloads, the prefix of their names, and the --quick shape of its family.
-MODELS = {"qwen2.5-0.5b": ("0.5b", "tiny"), "qwen3-0.6b": ("qwen3-0.6b", "qwen3-tiny"), "qwen2.5-7b": ("7b", "tiny")}
+MODELS = {"qwen2.5-0.5b": ("0.5b", "tiny"), "qwen3-0.6b": ("qwen3-0.6b", "qwen3-tiny"),
+          "qwen3.5-0.8b": ("qwen3.5-0.8b", "qwen3.5-tiny"), "qwen2.5-7b": ("7b", "tiny")}
 # --deepspeed: lorabench's strategy and the DeepSpeed sides it is compared with (bench/peer_hf.py --dist), by
 # the name of the pair: ZeRO-2 against ZeRO-2; FSDP (ZeRO-3's sharding) against ZeRO-3, without and with offload.
 DEEPSPEED_PAIRS = (("zero2", "zero2", ["ds-zero2"]),
@@ -99,9 +100,9 @@ def workloads(device, quick, dtype, model="qwen2.5-0.5b", deepspeed=False):
                          "Qwen2.5-0.5B or Qwen3-0.6B")
     if quick:
         return [Workload(f"{quick_preset}-{dtype}", quick_preset, 1, "single", ["eager"])]
-    if device == "cuda":
-        return [Workload(f"{prefix}-{dtype}-gpu", model, 1, "single", ["eager", "compile", "liger"],
-                         seq=2048, batch=8)]
+    if device == "cuda":  # Liger Kernel has kernels for Qwen2 and Qwen3, none for Qwen3.5's linear layers
+        peers = ["eager", "compile"] + ([] if model in QWEN3_5_LINEAR else ["liger"])
+        return [Workload(f"{prefix}-{dtype}-gpu", model, 1, "single", peers, seq=2048, batch=8)]
     fsdp_note = ("the peer keeps fp32 parameters (FSDP2 shards one dtype per group) and computes in bf16"
                  if dtype == "bf16" else "")
     return [Workload(f"{prefix}-{dtype}", model, 1, "single", ["eager", "compile"]),
@@ -147,7 +148,8 @@ def lorabench_sets(args, w, snapshot, frame, run):
     """The keys the benchmark sets on lorabench's side (the workload, equal to the peers')."""
     return {"run.output_dir": getattr(args, "run_dir", ""), "run.name": run, "model.path": snapshot, "model.dtype": args.dtype,
             "parallel.strategy": w.strategy, "run.steps": args.steps + args.warmup, "run.warmup_steps": args.warmup,
-            "run.seed": SEED, "lora.r": LORA_R, "lora.alpha": LORA_ALPHA, "data.seq_len": w.seq, "train.micro_batch": w.batch, "run.quiet": "true",
+            "run.seed": SEED, "lora.r": LORA_R, "lora.alpha": LORA_ALPHA,
+            "lora.targets": ",".join(lorabench_targets(hf_config(w.preset), LORA_R)), "data.seq_len": w.seq, "train.micro_batch": w.batch, "run.quiet": "true",
             "profile.peak_gflops": frame / 1e9, "parallel.device": args.device,
             # no planner probe before the steps: not part of the step, and a peer does nothing like it
             "run.predict": "false"}
@@ -228,7 +230,7 @@ def run_peer(args, w, side, snapshot, env):
     r = json.loads(out.strip().splitlines()[-1])
     mem = r["cuda_peak_mib"] if args.device == "cuda" else rss
     extra = {"losses": r["losses"], "dtype": r["dtype"]}
-    for k in ("deepspeed", "ds_config", "ds_estimate", "comm", "comm_bytes_per_step"):
+    for k in ("trainable", "deepspeed", "ds_config", "ds_estimate", "comm", "comm_bytes_per_step"):
         if k in r:
             extra[k] = r[k]
     return Run(r["peer"], r["step_time_s"], r["tokens_per_s"], mem, r["loss_step0"], extra=extra)
@@ -454,7 +456,8 @@ def bench_workload(args, w, env, frames, runs, progress=lambda: None):
 def step_flops(w, runs):
     """The global step's LoRA FLOPs (docs/metrics.md), the same for every side; lorabench's own record of
     them must agree, or the MFU column would mean two things."""
-    flops = lora_flops_per_token(hf_config(w.preset), w.seq, LORA_R) * w.seq * w.batch * w.ranks
+    cfg = hf_config(w.preset)
+    flops = lora_flops_per_token(cfg, w.seq, LORA_R, lorabench_targets(cfg, LORA_R)) * w.seq * w.batch * w.ranks
     for run in runs.get("lorabench", []):
         if abs(run.flops_per_step - flops) > 1e-9 * flops:
             raise SystemExit(f"bench: {w.name}: lorabench counts {run.flops_per_step:.6g} FLOPs per step, "
@@ -680,7 +683,8 @@ def main():
     ap.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                     help="auto: cuda when torch sees a GPU (the GPU table), else cpu")
     ap.add_argument("--model", choices=sorted(MODELS), default="qwen2.5-0.5b",
-                    help="the workloads' model (Qwen2.5-0.5B or Qwen3-0.6B; --quick: the family's tiny shape)")
+                    help="the workloads' model (Qwen2.5-0.5B, Qwen3-0.6B or Qwen3.5-0.8B's text model; --quick: the "
+                         "family's tiny shape)")
     ap.add_argument("--rounds", type=int, default=3, help="rotating rounds per workload")
     ap.add_argument("--steps", type=int, default=5, help="measured steps per run")
     ap.add_argument("--warmup", type=int, default=2, help="warm-up steps per run (torch.compile compiles here)")

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes docs/results.md from the evidence files under results/ (results/<machine family>/<UTC date>-<commit>
 [-<tag>].json, written by bench/run_bench.py --evidence, bench/plan_validate.py --evidence,
-bench/kernels_evidence.py --evidence and bench/mesh_2node.py --evidence through bench/evidence.py): per machine family the newest evidence of each table, then the history. Plain python3.
+bench/kernels_evidence.py --evidence, bench/mesh_2node.py --evidence and bench/hybrid_crossover.py --evidence
+through bench/evidence.py): per machine family the newest evidence of each table, then the history. Plain python3.
 
     python3 scripts/results-doc.py            # rewrite docs/results.md
     python3 scripts/results-doc.py --check    # exit 1 when docs/results.md is not what it would write
@@ -229,7 +230,34 @@ def mesh_section(path, ev, out_dir):
     return lines
 
 
-SECTIONS = {"bench": bench_section, "plan-validate": plan_section, "kernels": kernels_section, "mesh": mesh_section}
+def crossover_section(path, ev, out_dir):
+    s, t = ev["settings"], ev["table"]
+    lines = provenance(path, ev, out_dir)
+    lines.append(f"- two models of {s['preset']}'s widths, {fmt('whole', s['layers'])} decoder layers each, all Gated "
+                 f"DeltaNet (linear) or all gated full attention, the same MLP, a vocabulary of {fmt('whole', s['vocab'])}; "
+                 f"lorabench, LoRA r{fmt('whole', s['lora_r'])} on every projection the layers have, {s['dtype']}, one "
+                 f"rank and thread; median of {fmt('whole', s['steps'])} steps after {fmt('whole', s['warmup'])} "
+                 "warm-up; tensor peak: lorabench's own count (mem_peak_bytes_max); RSS: the process's peak")
+    lines += ["", "| T | linear step (s) | full step (s) | full / linear | linear tokens/s | full tokens/s | "
+                  "linear tensor peak (MiB) | full tensor peak (MiB) | linear RSS (MiB) | full RSS (MiB) |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in t["rows"]:
+        lines.append(f"| {fmt('whole', r['seq'])} | {fmt('seconds', r['linear_step'])} | {fmt('seconds', r['full_step'])} | "
+                     f"{fmt('ratio', r['full_over_linear'])} | {fmt('rate', r['linear_tokens_per_s'])} | "
+                     f"{fmt('rate', r['full_tokens_per_s'])} | {fmt('bytes_mib', r['linear_tensor_peak'])} | "
+                     f"{fmt('bytes_mib', r['full_tensor_peak'])} | {fmt('whole', r['linear_rss_mib'])} | "
+                     f"{fmt('whole', r['full_rss_mib'])} |")
+    lines.append("")
+    if t["crossover"] is None:
+        lines.append(f"- crossover: none measured; full attention's step is the faster up to T = "
+                     f"{fmt('whole', t['rows'][-1]['seq'])}")
+    else:
+        lines.append(f"- crossover: the linear layers' step is the faster from T = {fmt('whole', t['crossover'])}")
+    return lines
+
+
+SECTIONS = {"bench": bench_section, "plan-validate": plan_section, "kernels": kernels_section, "mesh": mesh_section,
+            "crossover": crossover_section}
 
 HEADER = """# Measured results
 

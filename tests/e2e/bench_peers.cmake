@@ -1,6 +1,6 @@
 # The benchmark's equal-work check end to end (bench/run_bench.py --quick: the tiny shape, lorabench
 # against transformers + peft eager from one snapshot and the same tokens): `valid` must pass and report
-# both sides, `qwen3` the same on the Qwen3 snapshot; `mismatch` gives the peer the next seed's tokens and
+# both sides, `qwen3` and `qwen3_5` the same on the Qwen3 and Qwen3.5 snapshots; `mismatch` gives the peer the next seed's tokens and
 # must fail the check; `sweep` the
 # micro-batch sweep (--sweep-batch) and its "does not fit" classifier; `deepspeed` the DeepSpeed table
 # (--deepspeed, tiny shape: lorabench zero2 and fsdp against DeepSpeed's four sides on 2 ranks, with the ops
@@ -10,7 +10,7 @@
 # the tiny shape. On a CPU without AVX-512 the peers run in fp32 (bench_peers_e2e.sh says why: libtorch's
 # bf16 GEMMs are its reference loops there); 600 s each leaves room for slower machines.
 if(EXISTS "${LORABENCH_TORCH}/bin/python")
-  foreach(case valid qwen3 mismatch sweep deepspeed)
+  foreach(case valid qwen3 qwen3_5 mismatch sweep deepspeed crossover)
     add_test(NAME e2e_bench_peers_${case}
              COMMAND ${CMAKE_CURRENT_LIST_DIR}/bench_peers_e2e.sh ${case} "${LORABENCH_TORCH}/bin/python"
                      $<TARGET_FILE:lorabench> ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_BINARY_DIR}/e2e_bench_peers)

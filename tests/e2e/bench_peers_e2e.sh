@@ -6,6 +6,9 @@
 #             sha256 and summary, and the page scripts/results-doc.py makes of it only numbers it holds
 #   qwen3     --quick --model qwen3-0.6b: the Qwen3 snapshot (q/k norms, no q/k/v biases, head_dim 32 on
 #             hidden 64) through both sides, the step-0 check passing and the qwen3-tiny rows in the table
+#   qwen3_5   --quick --model qwen3.5-0.8b: the same on the Qwen3.5 snapshot (three Gated DeltaNet layers and a
+#             gated full-attention one; the peer on transformers' torch fallback), both sides training adapters
+#             on the linear layers' projections as well
 #   mismatch  the same with the peer on another seed's tokens must fail with INVALID; --lorabench-set refuses a
 #             key the benchmark sets and passes the others to lorabench
 #   sweep     run_bench's "does not fit" classifier on the real messages (lorabench's refusal, ATen's allocator)
@@ -15,10 +18,14 @@
 #             CPU without AVX-512 (benchlib.cpu_bf16_gemm_native on given flags), the fp32 one is not
 #   deepspeed --quick --deepspeed: lorabench zero2 against DeepSpeed ZeRO-2, lorabench fsdp against ZeRO-3, ZeRO-3
 #             with the optimizer and with the parameters offloaded (2 ranks each): the step-0 check VALID for
-#             every side, every row; the bytes per step of both ZeRO-2 sides equal within 1% (the same gradient
-#             volume, counted by lorabench and by DeepSpeed's comms logger); the ZeRO-3 sides gather the frozen
-#             weights, lorabench's fsdp does not (its bytes a fraction of theirs); each side's predicted memory
+#             every side, every row; the elements per step of both ZeRO-2 sides equal within 1% (the same gradient
+#             volume, counted by lorabench and by DeepSpeed's comms logger; DeepSpeed reduces bf16 in bf16);
+#             the ZeRO-3 sides gather the frozen weights, lorabench's fsdp does not (its bytes a fraction of
+#             theirs); each side's predicted memory
 #             and ratio, the targets and one ds_config per DeepSpeed side (with its stage and offloads)
+#   crossover bench/hybrid_crossover.py on Qwen3.5-tiny's widths (one layer of each kind, T = 32 and 64): both
+#             kinds train, their run files name the kind, the table, the crossover line and the evidence file,
+#             which scripts/results-doc.py renders
 #   profiles  lorabench-profile-ops (LORABENCH is then its path; a mistyped flag is refused, exit 2) and
 #             bench/profile_peer.py (eager, compiled, fp32, FSDP2 on 2 ranks; --device cuda refused without a
 #             GPU), and scripts/gpu_check.sh profile with both on the CPU
@@ -43,15 +50,43 @@ echo "bench_peers_e2e.sh: the peers run in $dt on this CPU"
 quick=("$py" "$src/bench/run_bench.py" --lorabench "$lorabench" --quick --device cpu)
 cmd=("${quick[@]}" --dtype "$dt")
 case "$case_name" in
-  qwen3)
-    "${cmd[@]}" --model qwen3-0.6b >"$out" 2>"$err" || { cat "$out" "$err"; echo "FAIL: the quick Qwen3 benchmark failed"; exit 1; }
+  qwen3|qwen3_5)
+    if [[ $case_name == qwen3 ]]; then model=qwen3-0.6b tiny=qwen3-tiny type=qwen3 family=Qwen3
+    else model=qwen3.5-0.8b tiny=qwen3.5-tiny type=qwen3_5_text family=Qwen3.5; fi
+    "${cmd[@]}" --model "$model" --json "$work/$case_name.json" >"$out" 2>"$err" ||
+      { cat "$out" "$err"; echo "FAIL: the quick $family benchmark failed"; exit 1; }
     grep -q "(checked: VALID)" "$out" || { cat "$out"; echo "FAIL: no VALID step-0 check"; exit 1; }
     for side in "lorabench single" "hf-eager"; do
-      grep -qE "^\| qwen3-tiny-$dt \| $side \| 1 \|" "$out" || { cat "$out"; echo "FAIL: no qwen3-tiny-$dt row of $side"; exit 1; }
+      grep -qE "^\| $tiny-$dt \| $side \| 1 \|" "$out" || { cat "$out"; echo "FAIL: no $tiny-$dt row of $side"; exit 1; }
     done
-    grep -q '"model_type": "qwen3"' "$LORABENCH_BENCH_MODELS"/qwen3-tiny-seed1234-v*/config.json ||
-      { echo "FAIL: the snapshot is not a Qwen3 one"; exit 1; }
-    echo "ok: Qwen3's quick table is VALID"
+    grep -q "\"model_type\": \"$type\"" "$LORABENCH_BENCH_MODELS"/$tiny-seed1234-v*/config.json ||
+      { echo "FAIL: the snapshot is not a $family one"; exit 1; }
+    if [[ $case_name == qwen3_5 ]]; then
+      # Both sides train adapters on the linear-attention layers' projections too: lorabench's run file and the
+      # peer's parameter count say so (r 16 on every projection of both layer kinds and the MLP).
+      "$py" - "$work/$case_name.json" "$src/bench" <<'PY' || exit 1
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from equal_work import hf_config, lorabench_targets
+runs = json.load(open(sys.argv[1]))["results"][0]["runs"]
+import frame
+# r 16 on the projections of both layer kinds and the MLP (frame.layer_projections: the linear layers' in_proj_qkv,
+# in_proj_z, out_proj, the full layer's q (with its gate), k, v, o; not in_proj_b and in_proj_a, which map to
+# Qwen3.5-tiny's 4 value heads, fewer than r)
+cfg = hf_config("qwen3.5-tiny")
+want = lorabench_targets(cfg, 16)
+if want != ["q", "k", "v", "o", "gate", "up", "down", "in_proj_qkv", "in_proj_z", "out_proj"]:
+    sys.exit(f"FAIL: the benchmark's targets on qwen3.5-tiny are {want}")
+names = {"in_proj_qkv", "in_proj_z", "out_proj", "q", "k", "v", "o", "gate", "up", "down"}
+lora = sum(16 * (i + o) for layer in frame.layer_projections(cfg) for n, (i, o) in layer.items() if n in names)
+ours = int(runs["lorabench"][0]["extra"]["run_file"]["summary"]["trainable_params"])
+peer = runs["eager"][0]["extra"].get("trainable")
+if (ours, peer) != (lora, lora):
+    sys.exit(f"FAIL: lorabench trains {ours} and the peer {peer} parameters; adapters on every projection are {lora}")
+print(f"ok: both sides train the {','.join(want)} adapters ({lora} parameters)")
+PY
+    fi
+    echo "ok: $family's quick table is VALID"
     ;;
   valid)
     rm -rf "$work/evidence"
@@ -161,8 +196,12 @@ j = json.load(open(sys.argv[1]))
 runs = {(r["workload"]["name"].rsplit("-", 1)[1], side): rs[0] for r in j["results"] for side, rs in r["runs"].items()}
 b = {k: v["extra"]["comm_bytes_per_step"] for k, v in runs.items()}
 ours, ds = b[("zero2", "lorabench")], b[("zero2", "ds-zero2")]
-if not (ours > 0 and abs(ours - ds) <= 0.01 * ds):
-    sys.exit(f"FAIL: ZeRO-2 bytes per step: lorabench {ours}, DeepSpeed {ds}: not the same gradient volume")
+# The same gradient elements: lorabench reduces its fp32 adapters' gradients in fp32; DeepSpeed's bf16 mode casts
+# the whole model, adapters included, to bf16 and reduces bf16 gradients (2 bytes each; fp32 in an fp32 table).
+ds_element = 2 if runs[("zero2", "ds-zero2")]["extra"]["dtype"] in ("bf16", "torch.bfloat16") else 4
+if not (ours > 0 and abs(ours / 4 - ds / ds_element) <= 0.01 * ds / ds_element):
+    sys.exit(f"FAIL: ZeRO-2 bytes per step: lorabench {ours} (fp32), DeepSpeed {ds} ({ds_element}-byte elements): "
+             "not the same gradient volume")
 for side in ("ds-zero3", "ds-zero3-offload", "ds-zero3-offload-param"):
     if not b[("zero3", "lorabench")] < 0.5 * b[("zero3", side)]:
         sys.exit(f"FAIL: lorabench fsdp {b[('zero3', 'lorabench')]} bytes/step against {side}'s {b[('zero3', side)]}")
@@ -400,6 +439,40 @@ PY
     rc=0; "$py" "$src/bench/prepacked_gemm.py" --tokens 0 >"$out.bad" 2>&1 || rc=$?
     [[ $rc == 2 ]] && grep -q -- "--tokens and --rounds must be >= 1" "$out.bad" ||
       { cat "$out.bad"; echo "FAIL: prepacked_gemm.py --tokens 0: exit $rc, expected 2"; exit 1; }
+    ;;
+  crossover)
+    # bench/hybrid_crossover.py on Qwen3.5-tiny's widths, one layer of each kind, two lengths: both models train,
+    # each run file names its layer kind, the table and the crossover line are printed, and the evidence file
+    # renders through scripts/results-doc.py with every number of its section in the file.
+    rm -rf "$work/crossover-evidence"
+    "$py" "$src/bench/hybrid_crossover.py" --lorabench "$lorabench" --preset qwen3.5-tiny --seqs 64,32 --layers 1 \
+      --vocab 256 --steps 1 --warmup 0 --evidence "$work/crossover-evidence" >"$out" 2>"$err" ||
+      { cat "$out" "$err"; echo "FAIL: bench/hybrid_crossover.py failed"; exit 1; }
+    grep -qE '^\| 32 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \|' "$out" && grep -qE '^\| 64 \|' "$out" ||
+      { cat "$out"; echo "FAIL: no rows for T = 32 and 64 (in that order)"; exit 1; }
+    grep -q -- "- crossover: " "$out" || { cat "$out"; echo "FAIL: no crossover line"; exit 1; }
+    "$py" - "$work/crossover-evidence" "$src" <<'PY' || exit 1
+import glob, importlib.util, json, os, sys
+files = glob.glob(os.path.join(sys.argv[1], "*", "*-crossover.json"))
+if len(files) != 1:
+    sys.exit(f"FAIL: expected one crossover evidence file, found {files}")
+ev = json.load(open(files[0]))
+kinds = {r["kind"]: r["run_file"]["summary"]["model_layers"] for r in ev["runs"]}
+# ModelShape::layer_mix: a model with no linear layer is "N layers"
+if kinds != {"linear_attention": "1 linear-attention + 0 full-attention layers", "full_attention": "1 layers"}:
+    sys.exit(f"FAIL: the run files' layer kinds are {kinds}")
+if [r["seq"] for r in ev["table"]["rows"]] != [32, 64] or ev["kind"] != "crossover":
+    sys.exit("FAIL: the evidence table is not T = 32, 64")
+spec = importlib.util.spec_from_file_location("results_doc", os.path.join(sys.argv[2], "scripts", "results-doc.py"))
+doc = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(doc)
+page = doc.render(doc.load(sys.argv[1]), sys.argv[1])
+for r in ev["table"]["rows"]:
+    for key, kind in (("linear_step", "seconds"), ("full_step", "seconds"), ("full_tensor_peak", "bytes_mib")):
+        if doc.fmt(kind, r[key]) not in page:
+            sys.exit(f"FAIL: {key} of T = {r['seq']} ({doc.fmt(kind, r[key])}) is not on the rendered page")
+print("ok: crossover evidence renders;", kinds)
+PY
     ;;
   *) echo "unknown case $case_name"; exit 2 ;;
 esac
