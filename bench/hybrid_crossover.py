@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Qwen3.5's two layer kinds against each other as the sequence grows: lorabench's Gated DeltaNet (linear
 attention, a recurrent state per head) against its own gated full attention (T x T scores, computed in blocks),
-step time and memory from T = 512 to 8192 (docs/performance.md, "Linear against full attention").
+step time and memory from T = 512 to 8192 (docs/performance.md, "Qwen3.5 on the CPU, and linear against full
+attention").
 
 Two models of the preset's widths that differ only in their token mixer: --layers decoder layers, all
 linear_attention in one and all full_attention in the other, the same MLP, and a vocabulary of --vocab tokens
