@@ -58,6 +58,10 @@ case "$case_name" in
     # report that finds a straggler or a slow link in a balanced run every time still fails. Three runs: on
     # this project's 2-vCPU CI machine, time stolen from one vCPU by the host once made two consecutive
     # balanced runs show one rank 1.3-1.6x slower in forward (passing 3 of 3 when rerun minutes later).
+    # When the host steals time from both vCPUs in turn for the whole window (seen on the Zen 4 CI VM: three
+    # runs in a row with the slowest rank changing from step to step, median-step ratios 1.13-1.20), the report
+    # rightly says so: "no single slow rank", an intermittent straggler. That verdict is accepted after three
+    # runs; a persistent straggler naming a rank, a slow link or slow data in a balanced run still fails.
     for attempt in 1 2 3; do
       name=balanced$attempt
       train "$name"
@@ -65,9 +69,15 @@ case "$case_name" in
       grep -q '\*\*compute-bound\*\*' "$name.verdict" && break
       echo "attempt $attempt not compute-bound (load average $(cut -d' ' -f1-3 /proc/loadavg))" >&2
     done
-    expect_re "$name.verdict" '\*\*compute-bound\*\*: forward \+ backward \+ optimizer are [0-9]+% of the step'
-    # No straggler in the median step: balanced, or at most a few hiccup steps.
-    expect_re "$name.md" "^\\| $name \\| ddp \\| 2 \\| .* \\| (balanced|hiccup) \\|\$"
+    if grep -q '\*\*compute-bound\*\*' "$name.verdict"; then
+      expect_re "$name.verdict" '\*\*compute-bound\*\*: forward \+ backward \+ optimizer are [0-9]+% of the step'
+      # No straggler in the median step: balanced, or at most a few hiccup steps.
+      expect_re "$name.md" "^\\| $name \\| ddp \\| 2 \\| .* \\| (balanced|hiccup) \\|\$"
+    else
+      expect_re "$name.verdict" '\*\*straggler-bound\*\*: no single slow rank: .* but the slowest rank changes from step to step'
+      expect_re "$name.md" "^\\| $name \\| ddp \\| 2 \\| .* \\| (balanced|hiccup|intermittent) \\|\$"
+      echo "balanced: three runs on a host that slowed the ranks in turn; the report said so (no single slow rank)"
+    fi
     ;;
   slow_rank)
     # Bad fault settings are configuration errors naming the file (or --set) and the key, exit code 2.
