@@ -212,6 +212,12 @@ def kernels_section(path, ev, out_dir):
     return lines
 
 
+def table(header, rows):
+    """A Markdown table between blank lines: the header, its rule and one line per row of formatted cells."""
+    return (["", "| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+            + ["| " + " | ".join(cells) + " |" for cells in rows] + [""])
+
+
 def mesh_section(path, ev, out_dir):
     s, t = ev["settings"], ev["table"]
     lines = provenance(path, ev, out_dir)
@@ -219,15 +225,12 @@ def mesh_section(path, ev, out_dir):
                  f"limited to {s['rate']} each way (`{s['link']}`); {fmt('whole', s['steps'])} steps, 1 warm-up; medians "
                  f"of {fmt('whole', s['repeats'])} run(s); bytes over the link: lbnet's counters on one node, received "
                  "and sent, over the whole run / steps")
-    lines += ["", "| model | strategy | step (s) | tokens/s | MiB over the link / step | peak tensor MiB / rank | "
-                  "step time fsdp / this | link bytes this / fsdp |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in t["rows"]:
-        lines.append(f"| {r['preset']} | {r['strategy']} | {fmt('seconds', r['step'])} | {fmt('rate', r['tps'])} | "
-                     f"{fmt('bytes_mib', r['link_per_step'])} | {fmt('bytes_mib', r['mem'])} | "
-                     f"{fmt('ratio', r['speedup_vs_fsdp'])}x | {fmt('seconds', r['link_vs_fsdp'])} |")
-    lines.append("")
-    return lines
+    header = ["model", "strategy", "step (s)", "tokens/s", "MiB over the link / step", "peak tensor MiB / rank",
+              "step time fsdp / this", "link bytes this / fsdp"]
+    return lines + table(header, [
+        [r["preset"], r["strategy"], fmt("seconds", r["step"]), fmt("rate", r["tps"]),
+         fmt("bytes_mib", r["link_per_step"]), fmt("bytes_mib", r["mem"]), fmt("ratio", r["speedup_vs_fsdp"]) + "x",
+         fmt("seconds", r["link_vs_fsdp"])] for r in t["rows"]])
 
 
 def crossover_section(path, ev, out_dir):
@@ -238,16 +241,13 @@ def crossover_section(path, ev, out_dir):
                  f"lorabench, LoRA r{fmt('whole', s['lora_r'])} on every projection the layers have, {s['dtype']}, one "
                  f"rank and thread; median of {fmt('whole', s['steps'])} steps after {fmt('whole', s['warmup'])} "
                  "warm-up; tensor peak: lorabench's own count (mem_peak_bytes_max); RSS: the process's peak")
-    lines += ["", "| T | linear step (s) | full step (s) | full / linear | linear tokens/s | full tokens/s | "
-                  "linear tensor peak (MiB) | full tensor peak (MiB) | linear RSS (MiB) | full RSS (MiB) |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in t["rows"]:
-        lines.append(f"| {fmt('whole', r['seq'])} | {fmt('seconds', r['linear_step'])} | {fmt('seconds', r['full_step'])} | "
-                     f"{fmt('ratio', r['full_over_linear'])} | {fmt('rate', r['linear_tokens_per_s'])} | "
-                     f"{fmt('rate', r['full_tokens_per_s'])} | {fmt('bytes_mib', r['linear_tensor_peak'])} | "
-                     f"{fmt('bytes_mib', r['full_tensor_peak'])} | {fmt('whole', r['linear_rss_mib'])} | "
-                     f"{fmt('whole', r['full_rss_mib'])} |")
-    lines.append("")
+    header = ["T", "linear step (s)", "full step (s)", "full / linear", "linear tokens/s", "full tokens/s",
+              "linear tensor peak (MiB)", "full tensor peak (MiB)", "linear RSS (MiB)", "full RSS (MiB)"]
+    lines += table(header, [
+        [fmt("whole", r["seq"]), fmt("seconds", r["linear_step"]), fmt("seconds", r["full_step"]),
+         fmt("ratio", r["full_over_linear"]), fmt("rate", r["linear_tokens_per_s"]), fmt("rate", r["full_tokens_per_s"]),
+         fmt("bytes_mib", r["linear_tensor_peak"]), fmt("bytes_mib", r["full_tensor_peak"]),
+         fmt("whole", r["linear_rss_mib"]), fmt("whole", r["full_rss_mib"])] for r in t["rows"]])
     if t["crossover"] is None:
         lines.append(f"- crossover: none measured; full attention's step is the faster up to T = "
                      f"{fmt('whole', t['rows'][-1]['seq'])}")
