@@ -8,6 +8,29 @@ import sys
 import time
 
 
+def measure_isolated(cmd, env, check=True):
+    """Runs cmd from a fresh python child and returns (stdout, stderr, peak RSS in MiB): ru_maxrss of a
+    process's children is the maximum over every descendant it waited for, and only grows, so each
+    measured command gets its own helper process. With check=False a failing command returns its exit
+    code as a fourth value instead of stopping the benchmark."""
+    helper = [sys.executable, "-c",
+              "import json,resource,subprocess,sys;"
+              "p=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE,stderr=subprocess.PIPE,text=True);"
+              "print(json.dumps({'rc':p.returncode,'out':p.stdout,'err':p.stderr,"
+              "'rss':resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024.0}))"] + cmd
+    p = subprocess.run(helper, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        sys.stderr.write(p.stdout + p.stderr)
+        raise SystemExit(f"bench: helper failed ({p.returncode})")
+    r = json.loads(p.stdout)
+    if not check:
+        return r["out"], r["err"], r["rss"], r["rc"]
+    if r["rc"] != 0:
+        sys.stderr.write(r["out"] + r["err"])
+        raise SystemExit(f"bench: command failed ({r['rc']}): {' '.join(cmd)}")
+    return r["out"], r["err"], r["rss"]
+
+
 def mpirun(n, device="cpu"):
     """mpirun for n ranks on this machine: on CPUs one core per rank (as the peers pin theirs), more ranks
     than cores allowed; on a GPU unbound, as the peers there run (a rank's host thread shares its core with

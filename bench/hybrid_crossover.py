@@ -19,16 +19,14 @@ which the linear layers' step is the faster one.
 scripts/results-doc.py writes its table in docs/results.md.
 """
 import argparse
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
 import evidence
-from benchlib import QUIET_CV, host_noise, mpirun, summary
-from equal_work import QWEN3_5_LINEAR, hf_config, lorabench_targets, write_config_snapshot
+from benchlib import QUIET_CV, host_noise, measure_isolated, mpirun
+from equal_work import QWEN3_5_LINEAR, QWEN3_5_LINEAR_TARGETS, SEVEN, hf_config, lorabench_targets, write_config_snapshot
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -39,17 +37,16 @@ LORA_R, LORA_ALPHA = 16, 32
 
 def kind_config(preset, kind, layers, vocab):
     """The preset's config.json with `layers` layers of one kind and a vocabulary of `vocab` tokens."""
-    cfg = dict(hf_config(preset), num_hidden_layers=layers, layer_types=[kind] * layers, vocab_size=vocab)
-    return cfg
+    return dict(hf_config(preset), num_hidden_layers=layers, layer_types=[kind] * layers, vocab_size=vocab)
 
 
 def targets(cfg):
-    """lorabench's LoRA targets that the model's layers have (a target no layer has is refused)."""
+    """lorabench's LoRA targets that the model's layers have (a target no layer has is refused): the attention
+    projections only with full-attention layers, the Gated DeltaNet ones only with linear layers."""
     kinds = set(cfg["layer_types"])
-    linear_only = {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj"}
-    full_only = {"q", "k", "v", "o"}
-    drop = (full_only if "full_attention" not in kinds else set()) | (linear_only if "linear_attention" not in kinds
-                                                                       else set())
+    drop = set() if "linear_attention" in kinds else set(QWEN3_5_LINEAR_TARGETS)
+    if "full_attention" not in kinds:
+        drop |= {t[:-len("_proj")] for t in SEVEN[:4]}  # q, k, v, o
     return [t for t in lorabench_targets(cfg, LORA_R) if t not in drop]
 
 
@@ -65,24 +62,14 @@ def run_lorabench(binary, snapshot, cfg, kind, seq, a, out_dir):
     cmd = mpirun(1) + [binary, os.path.join(ROOT, "inputs", "bench.ini")]
     for k, v in sets.items():
         cmd += ["--set", f"{k}={v}"]
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    # Each run from its own helper process: the helper's ru_maxrss of its children is this run's peak alone.
-    helper = [sys.executable, "-c",
-              "import json,resource,subprocess,sys;"
-              "p=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE,stderr=subprocess.STDOUT,text=True);"
-              "print(json.dumps({'rc':p.returncode,'out':p.stdout[-4000:],"
-              "'rss':resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024.0}))"] + cmd
-    p = subprocess.run(helper, stdout=subprocess.PIPE, text=True, env=env)
-    r = json.loads(p.stdout)
-    if r["rc"] != 0:
-        sys.stderr.write(r["out"])
-        raise SystemExit(f"hybrid_crossover: lorabench failed ({r['rc']}): {' '.join(cmd)}")
+    # its own helper process, so that the peak RSS is this run's alone (benchlib.measure_isolated)
+    _, _, rss = measure_isolated(cmd, dict(os.environ, OMP_NUM_THREADS="1"))
     path = os.path.join(out_dir, name, "run.h5")
     record = evidence.run_file_record(path, ["step_time_median_s", "mem_peak_bytes_max", "loss_first", "loss_last",
                                              "flops_per_step", "model_layers"])
-    s = summary(path)
+    s = record["summary"]
     return {"kind": kind, "seq": seq, "step": float(s["step_time_median_s"]),
-            "tensor_peak": float(s["mem_peak_bytes_max"]), "rss_mib": r["rss"], "run_file": record}
+            "tensor_peak": float(s["mem_peak_bytes_max"]), "rss_mib": rss, "run_file": record}
 
 
 def crossover(rows):

@@ -47,7 +47,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 import evidence
-from benchlib import QUIET_CV, cpu_bf16_gemm_native, host_noise, mpirun, summary
+from benchlib import QUIET_CV, cpu_bf16_gemm_native, host_noise, measure_isolated, mpirun, summary
 from equal_work import QWEN3_5_LINEAR, hf_config, lorabench_targets, loss_matches, loss_rtol, write_snapshot
 from frame import lora_flops_per_token
 
@@ -119,29 +119,6 @@ class Run:
     loss0: float
     flops_per_step: float = 0.0
     extra: dict = field(default_factory=dict)
-
-
-def measure_isolated(cmd, env, check=True):
-    """Runs cmd from a fresh python child and returns (stdout, stderr, peak RSS in MiB): ru_maxrss of a
-    process's children is the maximum over every descendant it waited for, and only grows, so each
-    measured command gets its own helper process. With check=False a failing command returns its exit
-    code as a fourth value instead of stopping the benchmark."""
-    helper = [sys.executable, "-c",
-              "import json,resource,subprocess,sys;"
-              "p=subprocess.run(sys.argv[1:],stdout=subprocess.PIPE,stderr=subprocess.PIPE,text=True);"
-              "print(json.dumps({'rc':p.returncode,'out':p.stdout,'err':p.stderr,"
-              "'rss':resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss/1024.0}))"] + cmd
-    p = subprocess.run(helper, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if p.returncode != 0:
-        sys.stderr.write(p.stdout + p.stderr)
-        raise SystemExit(f"bench: helper failed ({p.returncode})")
-    r = json.loads(p.stdout)
-    if not check:
-        return r["out"], r["err"], r["rss"], r["rc"]
-    if r["rc"] != 0:
-        sys.stderr.write(r["out"] + r["err"])
-        raise SystemExit(f"bench: command failed ({r['rc']}): {' '.join(cmd)}")
-    return r["out"], r["err"], r["rss"]
 
 
 def lorabench_sets(args, w, snapshot, frame, run):
