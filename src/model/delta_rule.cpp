@@ -143,6 +143,8 @@ at::Tensor l2norm_backward(const at::Tensor& dxn, const at::Tensor& xn, const at
 
 }  // namespace
 
+namespace generic {
+
 at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
                    const at::Tensor& beta, int64_t chunk) {
   ProfileScope scope("lb::delta_rule");
@@ -219,6 +221,20 @@ Grads backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, co
   out.dg = from_chunks(dg, c.T, 1).to(g.scalar_type());
   out.dbeta = from_chunks(dbeta, c.T, 1).to(beta.scalar_type());
   return out;
+}
+
+}  // namespace generic
+
+at::Tensor forward(bool fused, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+                   const at::Tensor& beta, int64_t chunk) {
+  if (fused && q.device().is_cpu()) return cpu::forward(q, k, v, g, beta, chunk);
+  return generic::forward(q, k, v, g, beta, chunk);
+}
+
+Grads backward(bool fused, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+               const at::Tensor& beta, const at::Tensor& dout, int64_t chunk) {
+  if (fused && q.device().is_cpu()) return cpu::backward(q, k, v, g, beta, dout, chunk);
+  return generic::backward(q, k, v, g, beta, dout, chunk);
 }
 
 }  // namespace lorabench::model::delta_rule

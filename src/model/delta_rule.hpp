@@ -1,5 +1,5 @@
 // The gated delta rule of Gated DeltaNet (Qwen3.5's linear-attention layers), forward and backward written
-// out on ATen ops, chunk by chunk: the device-generic path (any device ATen runs on).
+// out chunk by chunk twice: on ATen ops (the device-generic path, any device ATen runs on) and as a CPU kernel.
 //
 // Per value head, with q and k L2-normalised (eps 1e-6) and q scaled by dk^-1/2, a state S (dk x dv, fp32)
 // runs over the tokens: S <- exp(g_t) S; S <- S + k_t (beta_t (v_t - S^T k_t))^T; o_t = S^T q_t. The chunked
@@ -24,21 +24,44 @@
 
 #include <cstdint>
 
+#include "lorabench/core/cpu_isa.hpp"
 #include "lorabench/model/shape.hpp"
 
 namespace lorabench::model::delta_rule {
 
 constexpr int64_t kChunk = kDeltaRuleChunk;
 
-// o (B, T, Hv, dv) in v's dtype.
-at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
-                   const at::Tensor& beta, int64_t chunk = kChunk);
-
 // The gradients of sum(o * dout) with respect to each input, in the inputs' dtypes and shapes (contiguous).
 struct Grads {
   at::Tensor dq, dk, dv, dg, dbeta;
 };
-Grads backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+
+// o (B, T, Hv, dv) in v's dtype. fused: the CPU kernel (delta_rule_cpu.cpp) on CPU tensors; false, and tensors
+// of other devices: the ATen composition below (the device-generic path, and the CPU kernel's reference).
+at::Tensor forward(bool fused, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+                   const at::Tensor& beta, int64_t chunk = kChunk);
+Grads backward(bool fused, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
                const at::Tensor& beta, const at::Tensor& dout, int64_t chunk = kChunk);
+
+// The two implementations. generic: ATen ops, chunk by chunk (above). cpu: the same algorithm on raw fp32 buffers
+// of fp32 or bf16 CPU tensors, one task per batch row and key head, the products inside a chunk by a
+// register-blocked fp32 kernel (AVX-512, AVX2+FMA or baseline), the same values to fp32 rounding; its backward
+// keeps per task the chunk quantities of one value head (linear in T) instead of recomputing them.
+namespace generic {
+at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+                   const at::Tensor& beta, int64_t chunk);
+Grads backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+               const at::Tensor& beta, const at::Tensor& dout, int64_t chunk);
+}  // namespace generic
+namespace cpu {
+at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+                   const at::Tensor& beta, int64_t chunk);
+Grads backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
+               const at::Tensor& beta, const at::Tensor& dout, int64_t chunk);
+// Its block product, with the variant named (the tests run every variant the CPU has): C (M x N, row stride
+// ldc) = (acc ? C : 0) + alpha * A (M x K, lda) B (K x N, ldb), fp32 row-major.
+void block_product(Isa isa, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                   float* C, int64_t ldc, float alpha, bool acc);
+}  // namespace cpu
 
 }  // namespace lorabench::model::delta_rule

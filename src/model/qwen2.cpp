@@ -295,10 +295,10 @@ at::Tensor linear_mixer_forward(const LayerContext& ctx, const LayerWeights& w, 
   h1 = at::Tensor();
   proj.end();
   ProfileScope mix("lb::linear_attention");
-  c.mixed = qwen3_5::conv_silu_forward(c.proj.narrow(1, 0, conv), w.conv, B, T);
+  c.mixed = qwen3_5::conv_silu_forward(ctx.model->kernels.fused, c.proj.narrow(1, 0, conv), w.conv, B, T);
   const qwen3_5::Gates gates =
       qwen3_5::gates_forward(c.proj.narrow(1, conv + vd + hv, hv), c.proj.narrow(1, conv + vd, hv), w.a_log, w.dt_bias);
-  c.core = delta_rule::forward(c.mixed.narrow(1, 0, kd).view({B, T, s.lin_k_heads, s.lin_k_dim}),
+  c.core = delta_rule::forward(ctx.model->kernels.fused, c.mixed.narrow(1, 0, kd).view({B, T, s.lin_k_heads, s.lin_k_dim}),
                                c.mixed.narrow(1, kd, kd).view({B, T, s.lin_k_heads, s.lin_k_dim}),
                                c.mixed.narrow(1, 2 * kd, vd).view({B, T, hv, s.lin_v_dim}), gates.g.view({B, T, hv}),
                                gates.beta.view({B, T, hv}))
@@ -403,12 +403,13 @@ at::Tensor linear_mixer_backward(const LayerContext& ctx, const LayerWeights& w,
   const at::Tensor a = c.proj.narrow(1, conv + vd + hv, hv), b = c.proj.narrow(1, conv + vd, hv);
   const qwen3_5::Gates gates = qwen3_5::gates_forward(a, b, w.a_log, w.dt_bias);
   const delta_rule::Grads dr = delta_rule::backward(
+      ctx.model->kernels.fused,
       c.mixed.narrow(1, 0, kd).view({B, T, s.lin_k_heads, s.lin_k_dim}),
       c.mixed.narrow(1, kd, kd).view({B, T, s.lin_k_heads, s.lin_k_dim}),
       c.mixed.narrow(1, 2 * kd, vd).view({B, T, hv, dv}), gates.g.view({B, T, hv}), gates.beta.view({B, T, hv}),
       dcore.view({B, T, hv, dv}));
   at::Tensor dmixed = at::cat({dr.dq.view({N, kd}), dr.dk.view({N, kd}), dr.dv.view({N, vd})}, 1);
-  dproj.narrow(1, 0, conv).copy_(qwen3_5::conv_silu_backward(dmixed, c.proj.narrow(1, 0, conv), w.conv, B, T, g.conv));
+  dproj.narrow(1, 0, conv).copy_(qwen3_5::conv_silu_backward(ctx.model->kernels.fused, dmixed, c.proj.narrow(1, 0, conv), w.conv, B, T, g.conv));
   at::Tensor da, db;
   qwen3_5::gates_backward(dr.dg.view({N, hv}), dr.dbeta.view({N, hv}), a, b, w.a_log, w.dt_bias, &da, &db, g.a_log,
                           g.dt_bias);

@@ -82,15 +82,17 @@ static at::Tensor conv_pre(const at::Tensor& xf, const at::Tensor& wf, int64_t T
   return pre.to(dt).to(at::kFloat);
 }
 
-at::Tensor conv_silu_forward(const at::Tensor& x, const at::Tensor& w, int64_t B, int64_t T) {
+at::Tensor conv_silu_forward(bool fused, const at::Tensor& x, const at::Tensor& w, int64_t B, int64_t T) {
+  if (fused && x.device().is_cpu()) return cpu::conv_silu_forward(x, w, B, T);
   ProfileScope scope("lb::conv");
   const int64_t C = x.size(1);
   const at::Tensor p = conv_pre(x.reshape({B, T, C}).to(at::kFloat), w.to(at::kFloat), T, x.scalar_type());
   return at::silu(p).to(x.scalar_type()).view({B * T, C});
 }
 
-at::Tensor conv_silu_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, int64_t B, int64_t T,
-                              const at::Tensor& dw_acc) {
+at::Tensor conv_silu_backward(bool fused, const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, int64_t B,
+                              int64_t T, const at::Tensor& dw_acc) {
+  if (fused && x.device().is_cpu()) return cpu::conv_silu_backward(dy, x, w, B, T, dw_acc);
   ProfileScope scope("lb::conv");
   const int64_t C = x.size(1), K = w.size(1);
   const at::Tensor xf = x.reshape({B, T, C}).to(at::kFloat), wf = w.to(at::kFloat);

@@ -1,5 +1,6 @@
 // The elementwise parts that Qwen3.5's layers add (private to src/model), forward and backward, on ATen ops: the
-// device-generic path, at transformers' rounding points (its torch fallback is the reference). The layers that
+// device-generic path, at transformers' rounding points (its torch fallback is the reference); the convolution also
+// as a CPU kernel. The layers that
 // use them are in qwen2.cpp; the gated delta rule is in delta_rule.hpp.
 //
 // Rows are tokens: N = B*T rows of B sequences of T tokens. dt is the model dtype; fp32 inside.
@@ -25,11 +26,17 @@ void rope_partial(const at::Tensor& heads, const at::Tensor& cos, const at::Tens
 
 // The causal depthwise convolution over each sequence followed by SiLU (causal_conv1d_fn): x (N, C) in dt (a
 // strided view is fine), w (C, K) in dt: pre[t, c] = sum_j w[c, j] x[t - (K-1) + j, c] (0 before the sequence's
-// start), rounded to dt, then silu, rounded to dt. Returns (N, C) contiguous.
-at::Tensor conv_silu_forward(const at::Tensor& x, const at::Tensor& w, int64_t B, int64_t T);
+// start), rounded to dt, then silu, rounded to dt. Returns (N, C) contiguous. fused: the CPU kernel
+// (qwen3_5_cpu.cpp) on CPU tensors; false and other devices: the ATen composition.
+at::Tensor conv_silu_forward(bool fused, const at::Tensor& x, const at::Tensor& w, int64_t B, int64_t T);
 // dx (N, C) in dt from dy; dw_acc (fp32, (C, K)) += when defined.
+at::Tensor conv_silu_backward(bool fused, const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, int64_t B,
+                              int64_t T, const at::Tensor& dw_acc);
+namespace cpu {  // the CPU kernels: fp32 or bf16 CPU tensors, x with contiguous rows
+at::Tensor conv_silu_forward(const at::Tensor& x, const at::Tensor& w, int64_t B, int64_t T);
 at::Tensor conv_silu_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, int64_t B, int64_t T,
                               const at::Tensor& dw_acc);
+}  // namespace cpu
 
 // The write strength beta = sigmoid(b) (in dt) and the log decay g = -exp(A_log) softplus(a + dt_bias) (fp32,
 // <= 0) of each token and value head: a, b (N, Hv) in dt, A_log and dt_bias (Hv) in dt.

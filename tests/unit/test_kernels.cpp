@@ -14,6 +14,7 @@
 #include "../../src/model/attention.hpp"
 #include "../../src/model/attention_cpu.hpp"
 #include "../../src/model/kernels.hpp"
+#include "../../src/model/qwen3_5_ops.hpp"
 #include "lorabench/core/cpu_isa.hpp"
 #include "lorabench/core/error.hpp"
 #include "lorabench/model/gemm.hpp"
@@ -238,6 +239,38 @@ TEST(Kernels, HeadSoftmaxChunkMatchesTheFormula) {
 }
 
 // The accumulate-into-a-column-slice form the LoRA B GEMMs use: only the slice changes.
+TEST(Kernels, Qwen3_5ConvSiluMatchesTheAtenPath) {
+  // Qwen3.5's causal depthwise convolution + SiLU, on column slices of a wider projection output (the layer's
+  // q|k|v columns), two sequences (no tap may cross into the previous one), channels past one 256-wide block,
+  // and sequences shorter than the kernel. fp32 to rounding; bf16 to one ulp of the rounded pre-activation.
+  for (auto dt : {at::kFloat, at::kBFloat16})
+    for (auto [B, T, C] : {std::tuple{2, 37, 300}, std::tuple{1, 3, 40}, std::tuple{3, 1, 17}}) {
+      SCOPED_TRACE(std::string(dt == at::kFloat ? "fp32" : "bf16") + " B " + std::to_string(B) + " T " +
+                   std::to_string(T) + " C " + std::to_string(C));
+      at::manual_seed(B * 100 + T);
+      const int64_t K = 4, N = B * T;
+      at::Tensor wide = at::randn({N, C + 9}).to(dt);
+      at::Tensor x = wide.narrow(1, 3, C);
+      at::Tensor w = (at::randn({C, K}) * 0.5).to(dt);
+      at::Tensor dy = at::randn({N, C}).to(dt);
+      const double tol = dt == at::kFloat ? 1e-5 : 1.6e-2;
+      EXPECT_LE(max_rel(qwen3_5::conv_silu_forward(true, x, w, B, T), qwen3_5::conv_silu_forward(false, x, w, B, T)),
+                tol);
+      at::Tensor dw1 = at::zeros({C, K}), dw2 = at::zeros({C, K});
+      at::Tensor dx1 = qwen3_5::conv_silu_backward(true, dy, x, w, B, T, dw1);
+      at::Tensor dx2 = qwen3_5::conv_silu_backward(false, dy, x, w, B, T, dw2);
+      EXPECT_LE(max_rel(dx1, dx2), tol);
+      EXPECT_LE(max_rel(dw1, dw2), dt == at::kFloat ? 1e-5 : 2e-2);
+      EXPECT_GT(dw2.abs().max().item<double>(), 0.1);  // the comparison can fail
+      // The sequence boundary: token 0 of the second sequence sees only its own tap.
+      if (B > 1 && T > 1) {
+        at::Tensor lone = x.narrow(0, T, 1).to(at::kFloat) * w.select(1, K - 1).to(at::kFloat);
+        lone = lone.to(dt).to(at::kFloat);
+        EXPECT_LE(max_rel(qwen3_5::conv_silu_forward(true, x, w, B, T).narrow(0, T, 1), at::silu(lone).to(dt)), tol);
+      }
+    }
+}
+
 TEST(Gemm, IntoAColumnSliceLeavesTheRestAlone) {
   at::manual_seed(9);
   at::Tensor a = at::randn({33, 47}), b = at::randn({47, 29}), wide = at::randn({33, 50});

@@ -210,20 +210,30 @@ TEST(ModelGrads, ActivationCheckpointingIsBitwiseIdentical) {
 // The device-generic path (ATen compositions: what CUDA tensors run) on CPU against the fused CPU kernels:
 // loss and every gradient, LoRA and full fine-tuning, fp32 to 1e-5 and bf16 to 2e-2.
 TEST(ModelGrads, DeviceGenericPathMatchesFusedKernels) {
+  // Qwen2 (tiny) and Qwen3.5's hybrid layers (qwen3.5-tiny at a test vocabulary: three linear layers and one full,
+  // the linear ones with the CPU kernels of the convolution and the gated delta rule).
+  model::ModelShape hybrid = model::preset_shape("qwen3.5-tiny");
+  hybrid.vocab_size = 97;
+  const std::vector<std::string> hybrid_targets{"q", "k", "v", "o", "gate", "up", "down", "in_proj_qkv", "in_proj_z",
+                                                "out_proj"};
+  for (const bool qwen3_5 : {false, true})
   for (bool full : {false, true}) {
     for (auto dt : {at::kFloat, at::kBFloat16}) {
-      model::LoraSpec lora = model::make_lora_spec(!full, 4, 8, 0, false, {"q", "k", "v", "o", "gate", "up", "down"});
-      model::DenseModel dm(model::build_layout(small_shape(), lora), dt);
+      model::LoraSpec lora = model::make_lora_spec(
+          !full, 4, 8, 0, false,
+          qwen3_5 ? hybrid_targets : std::vector<std::string>{"q", "k", "v", "o", "gate", "up", "down"});
+      model::DenseModel dm(model::build_layout(qwen3_5 ? hybrid : small_shape(), lora), dt);
       dm.init_random(13);
       for (auto& t : dm.trainable_flats())  // non-zero B so every path carries gradient
         if (t.defined()) t.normal_(0, 0.1);
-      Batch b = make_batch(97, 2, 9);
+      Batch b = make_batch(97, 2, qwen3_5 ? 70 : 9);  // 70: past one chunk of the delta rule
       const double fused_loss = run_ours(dm, b, false, /*fused_kernels=*/true);
       std::vector<at::Tensor> fused_grads;
       for (auto& g : dm.grad_flats()) fused_grads.push_back(g.defined() ? g.clone() : g);
       const double generic_loss = run_ours(dm, b, false, /*fused_kernels=*/false);
       const double tol = dt == at::kFloat ? 1e-5 : 2e-2;
-      const std::string what = std::string(full ? "full" : "lora") + " " + c10::toString(dt);
+      const std::string what =
+          std::string(qwen3_5 ? "qwen3.5 " : "qwen2 ") + (full ? "full" : "lora") + " " + c10::toString(dt);
       EXPECT_NEAR(generic_loss, fused_loss, tol * std::abs(fused_loss)) << what;
       int checked = 0;
       for (size_t u = 0; u < fused_grads.size(); ++u) {
