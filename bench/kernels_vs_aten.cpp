@@ -4,7 +4,8 @@
 // ATen has them: fp32 compute, rounded once), best of N, and checks that the two agree before it prints.
 // Causal attention (one layer's 14 query and 2 key/value heads of 64) compares lorabench's blocked bf16
 // kernel with libtorch's CPU flash kernel as lorabench would otherwise call it (src/model/attention.cpp),
-// where the CPU has AVX-512 BF16.
+// where the CPU has AVX-512 BF16. The gated delta rule (one Qwen3.5-0.8B linear layer) compares its CPU kernel
+// with lorabench's own ATen composition of the same algorithm (libtorch has none).
 //
 //   OMP_NUM_THREADS=1 build/bench/lorabench-kernels-vs-aten [--reps N]      (docs/performance.md)
 #include <ATen/ATen.h>
@@ -21,6 +22,8 @@
 #include <string>
 
 #include "../src/model/attention.hpp"
+#include "../src/model/delta_rule.hpp"
+#include "../src/model/qwen3_5_ops.hpp"
 #include "../src/model/kernels.hpp"
 #include "lorabench/core/sysinfo.hpp"
 #include "lorabench/model/qwen2.hpp"
@@ -259,6 +262,41 @@ void run_attention() {
       max_rel(blocked.dqkv, flash.dqkv), 2e-2);
 }
 
+// One Qwen3.5-0.8B linear-attention layer's gated delta rule (16 key and 16 value heads of 128), forward and
+// backward: the CPU kernel against the ATen composition (delta_rule.hpp's two implementations).
+void run_delta_rule() {
+  namespace dr = lorabench::model::delta_rule;
+  const int64_t B = 1, T = 256, H = 16, d = 128;
+  at::manual_seed(0);
+  const at::Tensor q = at::randn({B, T, H, d}).to(at::kBFloat16), k = at::randn({B, T, H, d}).to(at::kBFloat16);
+  const at::Tensor v = at::randn({B, T, H, d}).to(at::kBFloat16), dout = at::randn({B, T, H, d}).to(at::kBFloat16);
+  const at::Tensor g = at::rand({B, T, H}).mul(-1.0), beta = at::rand({B, T, H}).to(at::kBFloat16);
+  auto bwd = [&](bool fused) {
+    const dr::Grads d = dr::backward(fused, q, k, v, g, beta, dout);
+    return at::cat({d.dq.flatten(), d.dk.flatten(), d.dv.flatten()});
+  };
+  row("gated delta rule forward (one layer)", "bf16", "lorabench's ATen composition",
+      best_ms([&] { dr::forward(true, q, k, v, g, beta); }), best_ms([&] { dr::forward(false, q, k, v, g, beta); }),
+      max_rel(dr::forward(true, q, k, v, g, beta), dr::forward(false, q, k, v, g, beta)), 2e-2);
+  row("gated delta rule backward (one layer)", "bf16", "lorabench's ATen composition", best_ms([&] { bwd(true); }),
+      best_ms([&] { bwd(false); }), max_rel(bwd(true), bwd(false)), 2e-2);
+  // The causal convolution + SiLU before it, over the layer's q|k|v columns (6144 of the projection's 8224).
+  namespace q35 = lorabench::model::qwen3_5;
+  const int64_t C = 6144, N = B * T;
+  const at::Tensor proj = at::randn({N, 8224}).to(at::kBFloat16), x = proj.narrow(1, 0, C);
+  const at::Tensor w = (at::randn({C, 4}) * 0.5).to(at::kBFloat16), dy = at::randn({N, C}).to(at::kBFloat16);
+  at::Tensor dw = at::zeros({C, 4});
+  row("causal conv + SiLU forward (one layer)", "bf16", "lorabench's ATen composition",
+      best_ms([&] { q35::conv_silu_forward(true, x, w, B, T); }),
+      best_ms([&] { q35::conv_silu_forward(false, x, w, B, T); }),
+      max_rel(q35::conv_silu_forward(true, x, w, B, T), q35::conv_silu_forward(false, x, w, B, T)), 2e-2);
+  row("causal conv + SiLU backward (one layer)", "bf16", "lorabench's ATen composition",
+      best_ms([&] { q35::conv_silu_backward(true, dy, x, w, B, T, dw); }),
+      best_ms([&] { q35::conv_silu_backward(false, dy, x, w, B, T, dw); }),
+      max_rel(q35::conv_silu_backward(true, dy, x, w, B, T, dw), q35::conv_silu_backward(false, dy, x, w, B, T, dw)),
+      2e-2);
+}
+
 void run_adamw() {
   // The LoRA parameters of the 0.5B shape, r16 on all seven projections: 8.8M fp32 values.
   const int64_t n = 8798208;
@@ -292,6 +330,7 @@ int main(int argc, char** argv) {
   run(at::kFloat, "fp32");
   run(at::kBFloat16, "bf16");
   run_attention();
+  run_delta_rule();
   run_adamw();
   return 0;
 }

@@ -51,8 +51,13 @@ bool is_fused_attention(const std::string& op) {
 // which the profiler does not see as ops, so the whole range (and its buffer allocations) is one category.
 const char* const kBlockedAttention = "attention: lorabench's blocked kernel (brgemm products, softmax)";
 
+// lorabench's gated delta rule (Qwen3.5's linear layers): its CPU kernel's products are its own code, not ops.
+const char* const kDeltaRuleKernel = "linear attention: gated delta rule, lorabench's CPU kernel";
+
 std::string category(const std::string& op, const std::string& scope) {
   if (scope == "lb::attention_kernel") return kBlockedAttention;
+  if (scope == "lb::delta_rule") return is_gemm(op) ? "linear attention: gated delta rule, ATen products"
+                                                    : "linear attention: gated delta rule, other ATen ops";
   if (scope == "lb::head_loss") return is_gemm(op) ? "head + loss: GEMMs" : "head + loss: softmax, exp, gather";
   if (scope == "lb::optimizer") return "optimizer (AdamW)";
   if (is_gemm(op)) return scope == "lb::attention" ? "attention: QK^T and PV GEMMs" : "projection GEMMs (base + LoRA)";
@@ -61,6 +66,9 @@ std::string category(const std::string& op, const std::string& scope) {
   if (scope == "lb::norm") return "RMSNorm";
   if (scope == "lb::swiglu") return "SwiGLU (silu, multiply, casts)";
   if (scope == "lb::projections") return "projections: LoRA adds, casts, bias";
+  if (scope == "lb::conv") return "linear attention: causal conv + SiLU (ATen)";
+  if (scope == "lb::linear_attention") return "linear attention: gates, gated norm, copies (ATen)";
+  if (scope == "lb::rope") return "partial RoPE (ATen)";
   return "other (embedding, residual adds, gradient buffers, data)";
 }
 
@@ -72,6 +80,7 @@ std::string kernel_category(const std::string& scope) {
   if (scope == "lb::attention") return "attention: fused RoPE kernel";
   if (scope == "lb::head_loss") return "head + loss: fused online softmax";
   if (scope == "lb::optimizer") return "optimizer: fused AdamW";
+  if (scope == "lb::delta_rule") return kDeltaRuleKernel;
   return "other lorabench code inside " + scope;
 }
 
@@ -81,6 +90,7 @@ std::string group(const std::string& cat) {
   if (cat.rfind("outside", 0) == 0 || cat.rfind("optimizer", 0) == 0) return "optimizer, data and bookkeeping";
   if (cat.rfind("attention: libtorch's", 0) == 0) return "attention (libtorch's fused kernels)";
   if (cat == kBlockedAttention) return "attention (lorabench's blocked kernel)";
+  if (cat == kDeltaRuleKernel) return "gated delta rule (lorabench's CPU kernel)";
   if (cat.find("fused") != std::string::npos) return "fused kernels (norm, SwiGLU, RoPE, softmax)";
   return "other ATen ops (copies, casts, adds, indexing)";
 }
