@@ -59,9 +59,10 @@ at::Tensor forward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
 Grads backward(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
                const at::Tensor& beta, const at::Tensor& dout, int64_t chunk);
 // Its block product, with the variant named (the tests run every variant the CPU has): C (M x N, row stride
-// ldc) = (acc ? C : 0) + alpha * A (M x K, lda) B (K x N, ldb), fp32 row-major.
-void block_product(Isa isa, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
-                   float* C, int64_t ldc, float alpha, bool acc);
+// ldc) = (acc ? C : 0) + alpha * op(A) (M x K) B (K x N, ldb), fp32 row-major; op(A) = A (M x K, lda), or with
+// transpose_a the transpose of A (K x M, lda).
+void block_product(Isa isa, bool transpose_a, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                   const float* B, int64_t ldb, float* C, int64_t ldc, float alpha, bool acc);
 }  // namespace cpu
 
 }  // namespace lorabench::model::delta_rule

@@ -40,8 +40,9 @@ LB_FORCE_INLINE v16 vload(const float* p) {
 }
 LB_FORCE_INLINE void vstore(float* p, v16 v) { std::memcpy(p, &v, sizeof v); }
 
-// R rows x 16 W columns of C (ldc) = (acc ? C : 0) + alpha * A (R x K, lda) B (K x 16 W, ldb), in registers.
-template <int R, int W>
+// R rows x 16 W columns of C (ldc) = (acc ? C : 0) + alpha * op(A) (R x K) B (K x 16 W, ldb), in registers;
+// op(A) = A (R x K, lda), or with kTA the transpose of A (K x R, lda): the element a broadcast is read either way.
+template <int R, int W, bool kTA>
 LB_FORCE_INLINE void mm_tile(int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                              int64_t ldc, float alpha, bool acc) {
   v16 c[R][W];
@@ -51,7 +52,7 @@ LB_FORCE_INLINE void mm_tile(int64_t K, const float* A, int64_t lda, const float
     v16 b[W];
     for (int w = 0; w < W; ++w) b[w] = vload(B + p * ldb + 16 * w);
     for (int r = 0; r < R; ++r) {
-      const float a = A[r * lda + p];
+      const float a = kTA ? A[p * lda + r] : A[r * lda + p];
       for (int w = 0; w < W; ++w) c[r][w] += a * b[w];
     }
   }
@@ -63,52 +64,77 @@ LB_FORCE_INLINE void mm_tile(int64_t K, const float* A, int64_t lda, const float
     }
 }
 
-template <int W>
+template <int W, bool kTA>
 LB_FORCE_INLINE void mm_strip(int64_t M, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
                               int64_t ldc, float alpha, bool acc) {
+  const int64_t step = kTA ? 1 : lda;  // from one row of op(A) to the next
   int64_t i = 0;
-  for (; i + 4 <= M; i += 4) mm_tile<4, W>(K, A + i * lda, lda, B, ldb, C + i * ldc, ldc, alpha, acc);
-  for (; i < M; ++i) mm_tile<1, W>(K, A + i * lda, lda, B, ldb, C + i * ldc, ldc, alpha, acc);
+  for (; i + 4 <= M; i += 4) mm_tile<4, W, kTA>(K, A + i * step, lda, B, ldb, C + i * ldc, ldc, alpha, acc);
+  for (; i < M; ++i) mm_tile<1, W, kTA>(K, A + i * step, lda, B, ldb, C + i * ldc, ldc, alpha, acc);
 }
 
-// C (M x N, ldc) = (acc ? C : 0) + alpha * A (M x K, lda) B (K x N, ldb). kWide: columns per strip / 16.
-template <int kWide>
+// C (M x N, ldc) = (acc ? C : 0) + alpha * op(A) (M x K) B (K x N, ldb). kWide: columns per strip / 16.
+template <int kWide, bool kTA>
 LB_FORCE_INLINE void mm_impl(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
                              float* C, int64_t ldc, float alpha, bool acc) {
   int64_t j = 0;
-  for (; j + 16 * kWide <= N; j += 16 * kWide) mm_strip<kWide>(M, K, A, lda, B + j, ldb, C + j, ldc, alpha, acc);
-  for (; j + 16 <= N; j += 16) mm_strip<1>(M, K, A, lda, B + j, ldb, C + j, ldc, alpha, acc);
+  for (; j + 16 * kWide <= N; j += 16 * kWide)
+    mm_strip<kWide, kTA>(M, K, A, lda, B + j, ldb, C + j, ldc, alpha, acc);
+  for (; j + 16 <= N; j += 16) mm_strip<1, kTA>(M, K, A, lda, B + j, ldb, C + j, ldc, alpha, acc);
   for (int64_t i = 0; i < M && j < N; ++i)  // the last N % 16 columns
     for (int64_t jj = j; jj < N; ++jj) {
       float s = 0;
-      for (int64_t p = 0; p < K; ++p) s += A[i * lda + p] * B[p * ldb + jj];
+      for (int64_t p = 0; p < K; ++p) s += (kTA ? A[p * lda + i] : A[i * lda + p]) * B[p * ldb + jj];
       C[i * ldc + jj] = (acc ? C[i * ldc + jj] : 0.0f) + alpha * s;
     }
 }
 
-#define LB_MM_PARAMS                                                                                               \
-  (int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc, \
-   float alpha, bool acc)
+#define LB_MM_PARAMS                                                                                                  \
+  (bool ta, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,     \
+   int64_t ldc, float alpha, bool acc)
 #define LB_MM_ARGS (M, N, K, A, lda, B, ldb, C, ldc, alpha, acc)
-LB_TARGET_AVX512 void mm_avx512 LB_MM_PARAMS { mm_impl<4> LB_MM_ARGS; }  // 4 x 64: 16 of the 32 zmm registers
-LB_TARGET_AVX2 void mm_avx2 LB_MM_PARAMS { mm_impl<1> LB_MM_ARGS; }      // 4 x 16: 8 of the 16 ymm registers
-void mm_base LB_MM_PARAMS { mm_impl<1> LB_MM_ARGS; }
-void mm_isa(Isa isa, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-            int64_t ldc, float alpha, bool acc) {
+// AVX-512: 4 x 64 tiles, 16 of the 32 zmm registers; AVX2 and baseline: 4 x 16.
+LB_TARGET_AVX512 void mm_avx512 LB_MM_PARAMS {
+  if (ta) mm_impl<4, true> LB_MM_ARGS; else mm_impl<4, false> LB_MM_ARGS;
+}
+LB_TARGET_AVX2 void mm_avx2 LB_MM_PARAMS {
+  if (ta) mm_impl<1, true> LB_MM_ARGS; else mm_impl<1, false> LB_MM_ARGS;
+}
+void mm_base LB_MM_PARAMS {
+  if (ta) mm_impl<1, true> LB_MM_ARGS; else mm_impl<1, false> LB_MM_ARGS;
+}
+#undef LB_MM_ARGS
+#define LB_MM_ARGS (ta, M, N, K, A, lda, B, ldb, C, ldc, alpha, acc)
+void mm_isa(Isa isa, bool ta, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+            float* C, int64_t ldc, float alpha, bool acc) {
   switch (isa) {
     case Isa::kAvx512: mm_avx512 LB_MM_ARGS; return;
     case Isa::kAvx2: mm_avx2 LB_MM_ARGS; return;
     default: mm_base LB_MM_ARGS; return;
   }
 }
-void mm LB_MM_PARAMS { mm_isa(cpu_isa(), M, N, K, A, lda, B, ldb, C, ldc, alpha, acc); }
+// C = (acc ? C : 0) + alpha A B, and with mm_tn the transpose of A (K x M, lda) in A's place.
+void mm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+        int64_t ldc, float alpha, bool acc) {
+  mm_isa(cpu_isa(), false, M, N, K, A, lda, B, ldb, C, ldc, alpha, acc);
+}
+void mm_tn(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+           int64_t ldc, float alpha, bool acc) {
+  mm_isa(cpu_isa(), true, M, N, K, A, lda, B, ldb, C, ldc, alpha, acc);
+}
 #undef LB_MM_PARAMS
 #undef LB_MM_ARGS
 
-// dst (cols x rows, ldd) = src^T, src (rows x cols, lds).
+// dst (cols x rows, ldd) = src^T, src (rows x cols, lds), in 16 x 16 tiles (a column of dst at a time would
+// touch a new cache line with every store).
 void transpose(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ldd) {
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
+  constexpr int64_t kTile = 16;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile)
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t r1 = std::min(rows, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+      for (int64_t c = c0; c < c1; ++c)
+        for (int64_t r = r0; r < r1; ++r) dst[c * ldd + r] = src[r * lds + c];
+    }
 }
 
 // ---- the tensors ---------------------------------------------------------------------------------------
@@ -281,13 +307,13 @@ void scan_chunk(const Dims& z, const Chunk& ch, const float* Q, const float* K, 
   for (int64_t i = 0; i < n; ++i)
     for (int64_t m = 0; m < dk; ++m) s.X[i * dk + m] = ch.E[i] * Q[i * dk + m];
   mm(n, dv, dk, s.X, dk, S, dv, O, dv, 1, false);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t j = 0; j < n; ++j) s.Y[i * C + j] = j <= i ? ch.QK[i * C + j] * ch.D[i * C + j] : 0.0f;
+  for (int64_t i = 0; i < n; ++i)  // P = QK * D (D is 0 above the diagonal)
+    for (int64_t j = 0; j < n; ++j) s.Y[i * C + j] = ch.QK[i * C + j] * ch.D[i * C + j];
   mm(n, dv, n, s.Y, C, Vn, dv, O, dv, 1, true);
-  for (int64_t m = 0; m < dk; ++m)  // (diag(F) K)^T, dk x n
-    for (int64_t i = 0; i < n; ++i) s.Kt[m * C + i] = ch.F[i] * K[i * dk + m];
+  for (int64_t i = 0; i < n; ++i)  // diag(F) K
+    for (int64_t m = 0; m < dk; ++m) s.X[i * dk + m] = ch.F[i] * K[i * dk + m];
   for (int64_t e = 0; e < dk * dv; ++e) S[e] *= ch.eC;
-  mm(dk, dv, n, s.Kt, C, Vn, dv, S, dv, 1, true);
+  mm_tn(dk, dv, n, s.X, dk, Vn, dv, S, dv, 1, true);
 }
 
 void check_inputs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& g,
@@ -304,9 +330,9 @@ at::Tensor rows_contiguous(const at::Tensor& t) { return t.stride(-1) == 1 ? t :
 
 }  // namespace
 
-void block_product(Isa isa, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
-                   float* C, int64_t ldc, float alpha, bool acc) {
-  mm_isa(isa, M, N, K, A, lda, B, ldb, C, ldc, alpha, acc);
+void block_product(Isa isa, bool transpose_a, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+                   const float* B, int64_t ldb, float* C, int64_t ldc, float alpha, bool acc) {
+  mm_isa(isa, transpose_a, M, N, K, A, lda, B, ldb, C, ldc, alpha, acc);
 }
 
 at::Tensor forward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor& v_in, const at::Tensor& g_in,
@@ -431,11 +457,10 @@ Grads backward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor&
           const float* vn = Vn[size_t(c)];
           const float* s0 = S0[size_t(c)];
           for (int64_t i = 0; i < n; ++i) rdo.load(b, t0 + i, h, dO + i * dv);
-          // P^T (n x n) into Y: P_ij = QK_ij D_ij, j <= i.
-          for (int64_t j = 0; j < n; ++j)
-            for (int64_t i = 0; i < n; ++i) s.Y[j * C + i] = j <= i ? ch.QK[i * C + j] * ch.D[i * C + j] : 0.0f;
-          // dVn = P^T dO + diag(F) K dS
-          mm(n, dv, n, s.Y, C, dO, dv, dVn, dv, 1, false);
+          // P = QK * D into Y (D is 0 above the diagonal); dVn = P^T dO + diag(F) K dS
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < n; ++j) s.Y[i * C + j] = ch.QK[i * C + j] * ch.D[i * C + j];
+          mm_tn(n, dv, n, s.Y, C, dO, dv, dVn, dv, 1, false);
           for (int64_t i = 0; i < n; ++i)
             for (int64_t e = 0; e < dk; ++e) s.X[i * dk + e] = ch.F[i] * K[i * dk + e];
           mm(n, dv, dk, s.X, dk, dS, dv, dVn, dv, 1, true);
@@ -446,11 +471,10 @@ Grads backward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor&
           for (int64_t e = 0; e < dk * dv; ++e) deC += s0[e] * dS[e];
           // dS <- eC dS + (diag(E) Q)^T dO - W^T dVn
           for (int64_t e = 0; e < dk * dv; ++e) dS[e] *= ch.eC;
-          for (int64_t e = 0; e < dk; ++e)
-            for (int64_t i = 0; i < n; ++i) s.Kt[e * C + i] = ch.E[i] * Q[i * dk + e];
-          mm(dk, dv, n, s.Kt, C, dO, dv, dS, dv, 1, true);
-          transpose(ch.W, n, dk, dk, s.Kt, C);  // W^T (dk x n)
-          mm(dk, dv, n, s.Kt, C, dVn, dv, dS, dv, -1, true);
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t e = 0; e < dk; ++e) s.X[i * dk + e] = ch.E[i] * Q[i * dk + e];
+          mm_tn(dk, dv, n, s.X, dk, dO, dv, dS, dv, 1, true);
+          mm_tn(dk, dv, n, ch.W, dk, dVn, dv, dS, dv, -1, true);
           // The chunk's own gradients. S0^T (dv x dk) into X.
           transpose(s0, dk, dv, dv, s.X, dk);
           mm(n, dk, dv, dO, dv, s.X, dk, dQe, dk, 1, false);   // dQe = dO S0^T
@@ -458,21 +482,21 @@ Grads backward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor&
           transpose(vn, n, dv, dv, s.Kt, C);                   // Vn^T (dv x n)
           mm(n, n, dv, dO, dv, s.Kt, C, dP, C, 1, false);      // dO Vn^T, then * D below the diagonal
           for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < n; ++j) dP[i * C + j] = j <= i ? dP[i * C + j] * ch.D[i * C + j] : 0.0f;
-          transpose(ch.Ti, n, n, C, T1, C);                   // L^-T
-          mm(n, dv, n, T1, C, dVn, dv, dVb, dv, 1, false);     // dVb = L^-T dVn
-          mm(n, dk, n, T1, C, dW, dk, dXw, dk, 1, false);      // dXw = L^-T dW
+            for (int64_t j = 0; j < n; ++j) dP[i * C + j] *= ch.D[i * C + j];
+          mm_tn(n, dv, n, ch.Ti, C, dVn, dv, dVb, dv, 1, false);  // dVb = L^-T dVn
+          mm_tn(n, dk, n, ch.Ti, C, dW, dk, dXw, dk, 1, false);   // dXw = L^-T dW
           transpose(ch.U, n, dv, dv, s.Kt, C);                 // U^T (dv x n)
           mm(n, n, dv, dVb, dv, s.Kt, C, dM, C, -1, false);
           transpose(ch.W, n, dk, dk, s.Kt, C);                 // W^T (dk x n)
           mm(n, n, dk, dXw, dk, s.Kt, C, dM, C, -1, true);
           // dMD = dM * D, strictly lower (into dM); Gd = dP * QK + dMD * beta_i KK (into T1).
-          for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < n; ++j) {
-              const int64_t e = i * C + j;
-              dM[e] = j < i ? dM[e] * ch.D[e] : 0.0f;
-              T1[e] = dP[e] * ch.QK[e] + dM[e] * ch.beta[i] * ch.KK[e];
-            }
+          for (int64_t i = 0; i < n; ++i) {
+            float* dm = dM + i * C;
+            const float* d = ch.D + i * C;
+            for (int64_t j = 0; j < i; ++j) dm[j] *= d[j];
+            for (int64_t j = i; j < n; ++j) dm[j] = 0.0f;
+            for (int64_t j = 0; j < n; ++j) T1[i * C + j] = dP[i * C + j] * ch.QK[i * C + j] + dm[j] * ch.beta[i] * ch.KK[i * C + j];
+          }
           // Kb = diag(beta) K into X; dKb = dMD K + dXw * E
           for (int64_t i = 0; i < n; ++i)
             for (int64_t e = 0; e < dk; ++e) {
@@ -487,10 +511,8 @@ Grads backward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor&
           for (int64_t i = 0; i < n; ++i)
             for (int64_t e = 0; e < dk; ++e) dq[i * dk + e] += dQe[i * dk + e] * ch.E[i];
           // dk += dMD^T Kb + dP^T Q + dKd * F + dKb * beta
-          transpose(dM, n, n, C, s.Y, C);
-          mm(n, dk, n, s.Y, C, s.X, dk, dkk, dk, 1, true);
-          transpose(dP, n, n, C, s.Y, C);
-          mm(n, dk, n, s.Y, C, Q, dk, dkk, dk, 1, true);
+          mm_tn(n, dk, n, dM, C, s.X, dk, dkk, dk, 1, true);
+          mm_tn(n, dk, n, dP, C, Q, dk, dkk, dk, 1, true);
           float to_last = deC * ch.eC;
           for (int64_t i = 0; i < n; ++i) {
             float via_f = 0, xw = 0, qe = 0, bk = 0, vb = 0;

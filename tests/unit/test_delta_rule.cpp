@@ -181,12 +181,15 @@ TEST(DeltaRule, CpuBlockProductEveryVariantTheCpuRuns) {
           SCOPED_TRACE(std::string(isa_name(isa)) + " M " + std::to_string(M) + " N " + std::to_string(N) + " K " +
                        std::to_string(K));
           // Row strides wider than the rows: the kernel must use lda, ldb and ldc.
-          at::Tensor A = torch::randn({M, K + 3}), B = torch::randn({K, N + 5}), C0 = torch::randn({M, N + 2});
-          at::Tensor a = A.narrow(1, 0, K), bm = B.narrow(1, 0, N);
-          for (bool acc : {false, true}) {
+          at::Tensor A = torch::randn({M, K + 3}), At = torch::randn({K, M + 4}), B = torch::randn({K, N + 5});
+          at::Tensor C0 = torch::randn({M, N + 2});
+          at::Tensor bm = B.narrow(1, 0, N);
+          for (bool acc : {false, true})
+          for (bool ta : {false, true}) {  // op(A) = A (M x K), or At^T with At (K x M)
             at::Tensor C = C0.clone();
-            model::delta_rule::cpu::block_product(isa, M, N, K, A.data_ptr<float>(), K + 3, B.data_ptr<float>(),
-                                                  N + 5, C.data_ptr<float>(), N + 2, -0.5f, acc);
+            at::Tensor a = ta ? At.narrow(1, 0, M).t() : A.narrow(1, 0, K);
+            model::delta_rule::cpu::block_product(isa, ta, M, N, K, (ta ? At : A).data_ptr<float>(), ta ? M + 4 : K + 3,
+                                                  B.data_ptr<float>(), N + 5, C.data_ptr<float>(), N + 2, -0.5f, acc);
             at::Tensor want = at::mm(a, bm).mul(-0.5);
             if (acc) want += C0.narrow(1, 0, N);
             EXPECT_LE(max_abs_diff(C.narrow(1, 0, N), want), 1e-4);
