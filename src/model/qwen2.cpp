@@ -194,12 +194,12 @@ void lora_backward(const LayerContext& ctx, const LayerWeights& w, const LayerGr
 // The model's RMSNorm of the residual stream: Qwen2/Qwen3's (the fused kernel where asked) or Qwen3.5's (1 + w).
 at::Tensor norm_forward(const LayerContext& ctx, const at::Tensor& x, const at::Tensor& w, at::Tensor* rstd) {
   const ModelShape& s = ctx.model->shape;
-  if (s.zero_centred_norm) return qwen3_5::zc_rmsnorm_forward(x, w, s.rms_eps, rstd);
+  if (s.zero_centred_norm) return qwen3_5::zc_rmsnorm_forward(ctx.model->kernels.fused, x, w, s.rms_eps, rstd);
   return kernels::rmsnorm_forward(ctx.model->kernels.fused, x, w, s.rms_eps, rstd);
 }
 at::Tensor norm_backward(const LayerContext& ctx, const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
                          const at::Tensor& rstd, const at::Tensor& dw_acc, const at::Tensor& residual) {
-  if (ctx.model->shape.zero_centred_norm) return qwen3_5::zc_rmsnorm_backward(dy, x, w, rstd, dw_acc, residual);
+  if (ctx.model->shape.zero_centred_norm) return qwen3_5::zc_rmsnorm_backward(ctx.model->kernels.fused, dy, x, w, rstd, dw_acc, residual);
   return kernels::rmsnorm_backward(ctx.model->kernels.fused, dy, x, w, rstd, dw_acc, residual);
 }
 
@@ -223,8 +223,8 @@ at::Tensor gated_qkv_forward(const LayerContext& ctx, const LayerWeights& w, con
   c.k_pre = proj.narrow(1, 2 * H * d, K * d).view({N, K, d}).contiguous();
   c.gate = qg.narrow(2, d, d).reshape({N, H * d});
   qkv.narrow(1, (H + K) * d, K * d).copy_(proj.narrow(1, 2 * H * d + K * d, K * d));
-  q.copy_(qwen3_5::zc_rmsnorm_forward(c.q_pre, w.q_norm, s.rms_eps, &c.rstd_q));
-  k.copy_(qwen3_5::zc_rmsnorm_forward(c.k_pre, w.k_norm, s.rms_eps, &c.rstd_k));
+  q.copy_(qwen3_5::zc_rmsnorm_forward(ctx.model->kernels.fused, c.q_pre, w.q_norm, s.rms_eps, &c.rstd_q));
+  k.copy_(qwen3_5::zc_rmsnorm_forward(ctx.model->kernels.fused, c.k_pre, w.k_norm, s.rms_eps, &c.rstd_k));
   qwen3_5::rope_partial(q, ctx.rope->cos, ctx.rope->sin, ctx.batch, ctx.seq, /*inverse=*/false);
   qwen3_5::rope_partial(k, ctx.rope->cos, ctx.rope->sin, ctx.batch, ctx.seq, /*inverse=*/false);
   return qkv;
@@ -241,10 +241,10 @@ at::Tensor gated_qkv_backward(const LayerContext& ctx, const LayerWeights& w, co
   qwen3_5::rope_partial(dk, ctx.rope->cos, ctx.rope->sin, ctx.batch, ctx.seq, /*inverse=*/true);
   at::Tensor dproj = at::empty({N, 2 * (H + K) * d}, dqkv.options());
   at::Tensor dqg = dproj.narrow(1, 0, 2 * H * d).view({N, H, 2 * d});
-  dqg.narrow(2, 0, d).copy_(qwen3_5::zc_rmsnorm_backward(dq, c.q_pre, w.q_norm, c.rstd_q, g.q_norm, at::Tensor()));
+  dqg.narrow(2, 0, d).copy_(qwen3_5::zc_rmsnorm_backward(ctx.model->kernels.fused, dq, c.q_pre, w.q_norm, c.rstd_q, g.q_norm, at::Tensor()));
   dqg.narrow(2, d, d).copy_(dgate.view({N, H, d}));
   dproj.narrow(1, 2 * H * d, K * d).view({N, K, d}).copy_(
-      qwen3_5::zc_rmsnorm_backward(dk, c.k_pre, w.k_norm, c.rstd_k, g.k_norm, at::Tensor()));
+      qwen3_5::zc_rmsnorm_backward(ctx.model->kernels.fused, dk, c.k_pre, w.k_norm, c.rstd_k, g.k_norm, at::Tensor()));
   dproj.narrow(1, 2 * H * d + K * d, K * d).copy_(dqkv.narrow(1, (H + K) * d, K * d));
   return dproj;
 }
@@ -304,7 +304,7 @@ at::Tensor linear_mixer_forward(const LayerContext& ctx, const LayerWeights& w, 
                                gates.beta.view({B, T, hv}))
                .view({N, vd});
   const at::Tensor z = c.proj.narrow(1, conv, vd).reshape({N * hv, s.lin_v_dim});
-  at::Tensor normed = qwen3_5::gated_norm_forward(c.core.view({N * hv, s.lin_v_dim}), z, w.gnorm, s.rms_eps, &c.rstd_g)
+  at::Tensor normed = qwen3_5::gated_norm_forward(ctx.model->kernels.fused, c.core.view({N * hv, s.lin_v_dim}), z, w.gnorm, s.rms_eps, &c.rstd_g)
                           .view({N, vd});
   mix.end();
   ProfileScope proj2("lb::projections");
@@ -387,7 +387,7 @@ at::Tensor linear_mixer_backward(const LayerContext& ctx, const LayerWeights& w,
   const at::Tensor z = c.proj.narrow(1, conv, vd).reshape({N * hv, dv});
   const at::Tensor core = c.core.view({N * hv, dv});
   ProfileScope proj("lb::projections");
-  at::Tensor normed = qwen3_5::gated_norm_forward(core, z, w.gnorm, s.rms_eps, nullptr).view({N, vd});
+  at::Tensor normed = qwen3_5::gated_norm_forward(ctx.model->kernels.fused, core, z, w.gnorm, s.rms_eps, nullptr).view({N, vd});
   at::Tensor dnormed = gemm(dx2, w.w_out);  // (N, vd)
   if (g.w_out.defined()) g.w_out.add_(gemm(dx2.t(), normed));
   lora_backward(ctx, w, g, kLinOut, w.lora[int(Proj::kLinOut)].a, g.lora[int(Proj::kLinOut)].a, normed, dx2, c,
@@ -398,7 +398,7 @@ at::Tensor linear_mixer_backward(const LayerContext& ctx, const LayerWeights& w,
   ProfileScope mix("lb::linear_attention");
   at::Tensor dproj = at::empty({N, s.lin_in_dim()}, dx2.options());
   at::Tensor dz;
-  at::Tensor dcore = qwen3_5::gated_norm_backward(dnormed.view({N * hv, dv}), core, z, w.gnorm, c.rstd_g, &dz, g.gnorm);
+  at::Tensor dcore = qwen3_5::gated_norm_backward(ctx.model->kernels.fused, dnormed.view({N * hv, dv}), core, z, w.gnorm, c.rstd_g, &dz, g.gnorm);
   dproj.narrow(1, conv, vd).copy_(dz.view({N, vd}));
   const at::Tensor a = c.proj.narrow(1, conv + vd + hv, hv), b = c.proj.narrow(1, conv + vd, hv);
   const qwen3_5::Gates gates = qwen3_5::gates_forward(a, b, w.a_log, w.dt_bias);
@@ -550,13 +550,13 @@ LayerGrads bind_layer_grads(const ModelLayout& m, const UnitLayout& u, const at:
 
 at::Tensor rmsnorm_forward(const KernelOptions& k, const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd,
                            bool zero_centred) {
-  if (zero_centred) return qwen3_5::zc_rmsnorm_forward(x, w, eps, rstd);
+  if (zero_centred) return qwen3_5::zc_rmsnorm_forward(k.fused, x, w, eps, rstd);
   return kernels::rmsnorm_forward(k.fused, x, w, eps, rstd);
 }
 
 at::Tensor rmsnorm_backward(const KernelOptions& k, const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
                             const at::Tensor& rstd, const at::Tensor& dw_acc, bool zero_centred) {
-  if (zero_centred) return qwen3_5::zc_rmsnorm_backward(dy, x, w, rstd, dw_acc, at::Tensor());
+  if (zero_centred) return qwen3_5::zc_rmsnorm_backward(k.fused, dy, x, w, rstd, dw_acc, at::Tensor());
   return kernels::rmsnorm_backward(k.fused, dy, x, w, rstd, dw_acc, at::Tensor());
 }
 

@@ -1,13 +1,19 @@
-// CPU kernels for Qwen3.5's linear layers' elementwise parts (qwen3_5_ops.hpp): the causal depthwise convolution
-// with its SiLU, forward and backward, at the ATen path's rounding points (the pre-activation rounded to the
-// model dtype, then silu rounded). Tasks are blocks of channels over every token, so the weight gradient of a
-// channel is summed by one task; rows are vectorised over the channels (AVX-512, AVX2+FMA or baseline).
+// CPU kernels for Qwen3.5's elementwise parts (qwen3_5_ops.hpp), forward and backward, each at the ATen path's
+// rounding points, one pass per row where the ATen composition makes one per operation and dtype conversion:
+// - the causal depthwise convolution with its SiLU (the pre-activation rounded to the model dtype, then silu
+//   rounded). Tasks are blocks of channels over every token, so one task sums a channel's weight gradient;
+// - the zero-centred RMSNorm (x / rms(x) * (1 + w) in fp32, rounded once) and the linear layers' gated norm
+//   (w * round(x / rms(x)), rounded, times silu(z), rounded). Rows are split over the threads; the weight
+//   gradients are summed per fixed block of rows, then the blocks added up (independent of the thread count).
+// Rows are vectorised (AVX-512, AVX2+FMA or baseline, chosen at run time).
 #include "qwen3_5_ops.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 #include <vector>
 
 #include "lorabench/core/error.hpp"
@@ -96,17 +102,150 @@ LB_DEFINE_ROW(conv_dx_row_bf16, conv_dx_row,
                float* dw, int64_t n),
               (dps, x, w, ldw, K, dx, dw, n))
 
+template <class T>
+T* rows(const at::Tensor& t) {
+  return reinterpret_cast<T*>(t.data_ptr());
+}
+
+// ---- the norms --------------------------------------------------------------------------------------
+
+// 1 / sqrt(mean(x^2) + eps) as the ATen path computes it (the sum times 1/n), with 16 partial sums.
+template <class T>
+LB_INLINE float rstd_of(const T* x, int64_t n, float eps) {
+  float lanes[16] = {0};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 16; ++k) lanes[k] += ld(x[i + k]) * ld(x[i + k]);
+  float ss = 0;
+  for (; i < n; ++i) ss += ld(x[i]) * ld(x[i]);
+  for (int k = 0; k < 16; ++k) ss += lanes[k];
+  return 1.0f / std::sqrt(ss * (1.0f / float(n)) + eps);
+}
+
+// y = x r (1 + w), rounded once.
+template <class T>
+LB_INLINE void zc_rms_row(const T* x, const T* w, T* y, int64_t n, float eps, float* r_out) {
+  const float r = rstd_of(x, n, eps);
+  *r_out = r;
+  for (int64_t i = 0; i < n; ++i) st(y + i, ld(x[i]) * r * (ld(w[i]) + 1.0f));
+}
+LB_DEFINE_ROW(zc_rms_row_f32, zc_rms_row, (const float* x, const float* w, float* y, int64_t n, float eps, float* r),
+              (x, w, y, n, eps, r))
+LB_DEFINE_ROW(zc_rms_row_bf16, zc_rms_row,
+              (const uint16_t* x, const uint16_t* w, uint16_t* y, int64_t n, float eps, float* r), (x, w, y, n, eps, r))
+
+// dx = r (dn - y mean(dn y)) (+ res), dn = dy (1 + w), y = x r, rounded once; dw += dy y.
+template <class T>
+LB_INLINE void zc_rms_back_row(const T* dy, const T* x, const T* w, float r, T* dx, const T* res, float* dw,
+                               int64_t n) {
+  float lanes[16] = {0};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 16; ++k) lanes[k] += ld(dy[i + k]) * (ld(w[i + k]) + 1.0f) * (ld(x[i + k]) * r);
+  float dot = 0;
+  for (; i < n; ++i) dot += ld(dy[i]) * (ld(w[i]) + 1.0f) * (ld(x[i]) * r);
+  for (int k = 0; k < 16; ++k) dot += lanes[k];
+  dot *= 1.0f / float(n);
+  for (int64_t j = 0; j < n; ++j) {
+    const float y = ld(x[j]) * r, g = ld(dy[j]);
+    float v = (g * (ld(w[j]) + 1.0f) - y * dot) * r;
+    if (res) v += ld(res[j]);
+    st(dx + j, v);
+    if (dw) dw[j] += g * y;
+  }
+}
+LB_DEFINE_ROW(zc_rms_back_row_f32, zc_rms_back_row,
+              (const float* dy, const float* x, const float* w, float r, float* dx, const float* res, float* dw,
+               int64_t n),
+              (dy, x, w, r, dx, res, dw, n))
+LB_DEFINE_ROW(zc_rms_back_row_bf16, zc_rms_back_row,
+              (const uint16_t* dy, const uint16_t* x, const uint16_t* w, float r, uint16_t* dx, const uint16_t* res,
+               float* dw, int64_t n),
+              (dy, x, w, r, dx, res, dw, n))
+
+// y = round(round(w round(x r)) silu(z)).
+template <class T>
+LB_INLINE void gated_row(const T* x, const T* z, const T* w, T* y, int64_t n, float eps, float* r_out) {
+  const float r = rstd_of(x, n, eps);
+  if (r_out) *r_out = r;
+  for (int64_t i = 0; i < n; ++i) {
+    const float wn = round_to<T>(ld(w[i]) * round_to<T>(ld(x[i]) * r));
+    const float zi = ld(z[i]);
+    st(y + i, wn * (zi * sigmoid(zi)));
+  }
+}
+LB_DEFINE_ROW(gated_row_f32, gated_row,
+              (const float* x, const float* z, const float* w, float* y, int64_t n, float eps, float* r),
+              (x, z, w, y, n, eps, r))
+LB_DEFINE_ROW(gated_row_bf16, gated_row,
+              (const uint16_t* x, const uint16_t* z, const uint16_t* w, uint16_t* y, int64_t n, float eps, float* r),
+              (x, z, w, y, n, eps, r))
+
+// With u = x r, s = sigmoid(z), e = dy silu(z): dz = round(dy round(w round(u)) s (1 + z (1 - s))),
+// dx = round(r (e w - u mean(e w u))), dw += e round(u).
+template <class T>
+LB_INLINE void gated_back_row(const T* dy, const T* x, const T* z, const T* w, float r, T* dx, T* dz, float* dw,
+                              int64_t n) {
+  float lanes[16] = {0};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int k = 0; k < 16; ++k) {
+      const float zi = ld(z[i + k]);
+      lanes[k] += ld(dy[i + k]) * (zi * sigmoid(zi)) * ld(w[i + k]) * (ld(x[i + k]) * r);
+    }
+  float dot = 0;
+  for (; i < n; ++i) {
+    const float zi = ld(z[i]);
+    dot += ld(dy[i]) * (zi * sigmoid(zi)) * ld(w[i]) * (ld(x[i]) * r);
+  }
+  for (int k = 0; k < 16; ++k) dot += lanes[k];
+  dot *= 1.0f / float(n);
+  for (int64_t j = 0; j < n; ++j) {
+    const float u = ld(x[j]) * r, ur = round_to<T>(u), zj = ld(z[j]), s = sigmoid(zj), g = ld(dy[j]);
+    const float wn = round_to<T>(ld(w[j]) * ur);
+    st(dz + j, g * wn * (s * (1.0f + zj * (1.0f - s))));
+    const float e = g * (zj * s);
+    st(dx + j, (e * ld(w[j]) - u * dot) * r);
+    if (dw) dw[j] += e * ur;
+  }
+}
+LB_DEFINE_ROW(gated_back_row_f32, gated_back_row,
+              (const float* dy, const float* x, const float* z, const float* w, float r, float* dx, float* dz,
+               float* dw, int64_t n),
+              (dy, x, z, w, r, dx, dz, dw, n))
+LB_DEFINE_ROW(gated_back_row_bf16, gated_back_row,
+              (const uint16_t* dy, const uint16_t* x, const uint16_t* z, const uint16_t* w, float r, uint16_t* dx,
+               uint16_t* dz, float* dw, int64_t n),
+              (dy, x, z, w, r, dx, dz, dw, n))
+
+// Rows of a norm kernel: `row(n, dw)` for every row n, dw the fp32 partial sum of the row's block (null without
+// dw_acc); the partial sums added into dw_acc at the end.
+template <class Row>
+void norm_rows(int64_t N, int64_t D, const at::Tensor& dw_acc, Row row) {
+  const int64_t g = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, D));  // rows per block
+  const int64_t blocks = (N + g - 1) / g;
+  at::Tensor partial = dw_acc.defined() ? at::zeros({blocks, D}, at::kFloat) : at::Tensor();
+  at::parallel_for(0, blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      float* dw = partial.defined() ? partial.data_ptr<float>() + blk * D : nullptr;
+      for (int64_t n = blk * g; n < std::min(N, (blk + 1) * g); ++n) row(n, dw);
+    }
+  });
+  if (dw_acc.defined()) dw_acc.add_(partial.sum(0));
+}
+
+void check_rows(const at::Tensor& t, at::ScalarType dt, const char* what) {
+  LB_CHECK(t.device().is_cpu() && t.is_contiguous() && t.scalar_type() == dt &&
+               (dt == at::kFloat || dt == at::kBFloat16),
+           std::string("Qwen3.5 norm (CPU kernel): ") + what + " must be a contiguous fp32 or bf16 CPU tensor of x's dtype");
+}
+
 void check_conv(const at::Tensor& x, const at::Tensor& w, int64_t B, int64_t T) {
   LB_CHECK(x.device().is_cpu() && x.dim() == 2 && x.stride(1) == 1 && x.size(0) == B * T &&
                (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16),
            "conv_silu (CPU kernel): x must be (B*T, C) fp32 or bf16 rows on the CPU");
   LB_CHECK(w.dim() == 2 && w.size(0) == x.size(1) && w.size(1) <= kMaxTaps,
            "conv_silu (CPU kernel): w must be (C, K) with K <= 8");
-}
-
-template <class T>
-T* rows(const at::Tensor& t) {
-  return reinterpret_cast<T*>(t.data_ptr());
 }
 
 // w (C, K) -> fp32 (K, C): each tap's weights contiguous over the channels.
@@ -174,6 +313,99 @@ void backward_typed(const at::Tensor& dy, const at::Tensor& x, const at::Tensor&
 }
 
 }  // namespace
+
+at::Tensor zc_rmsnorm_forward(const at::Tensor& x_in, const at::Tensor& w_in, double eps, at::Tensor* rstd) {
+  ProfileScope scope("lb::norm");
+  const at::Tensor x = x_in.contiguous(), w = w_in.contiguous();
+  const auto dt = x.scalar_type();
+  check_rows(x, dt, "x");
+  check_rows(w, dt, "the weight");
+  const int64_t D = x.size(-1), N = x.numel() / D;
+  at::Tensor y = at::empty_like(x), r = at::empty({N, 1}, x.options().dtype(at::kFloat));
+  float* rp = r.data_ptr<float>();
+  at::parallel_for(0, N, std::max<int64_t>(1, 32768 / D), [&](int64_t b, int64_t e) {
+    for (int64_t n = b; n < e; ++n) {
+      if (dt == at::kBFloat16)
+        zc_rms_row_bf16(rows<uint16_t>(x) + n * D, rows<uint16_t>(w), rows<uint16_t>(y) + n * D, D, float(eps), rp + n);
+      else
+        zc_rms_row_f32(rows<float>(x) + n * D, rows<float>(w), rows<float>(y) + n * D, D, float(eps), rp + n);
+    }
+  });
+  if (rstd) *rstd = r;
+  return y;
+}
+
+at::Tensor zc_rmsnorm_backward(const at::Tensor& dy_in, const at::Tensor& x_in, const at::Tensor& w_in,
+                               const at::Tensor& rstd, const at::Tensor& dw_acc, const at::Tensor& residual_in) {
+  ProfileScope scope("lb::norm");
+  const at::Tensor x = x_in.contiguous(), w = w_in.contiguous(), dy = dy_in.contiguous();
+  const at::Tensor res = residual_in.defined() ? residual_in.contiguous() : residual_in;
+  const auto dt = x.scalar_type();
+  check_rows(dy, dt, "dy");
+  check_rows(w, dt, "the weight");
+  if (res.defined()) check_rows(res, dt, "the residual");
+  const int64_t D = x.size(-1), N = x.numel() / D;
+  at::Tensor dx = at::empty_like(x);
+  const at::Tensor r = rstd.contiguous();
+  const float* rp = r.data_ptr<float>();
+  norm_rows(N, D, dw_acc, [&](int64_t n, float* dw) {
+    if (dt == at::kBFloat16)
+      zc_rms_back_row_bf16(rows<uint16_t>(dy) + n * D, rows<uint16_t>(x) + n * D, rows<uint16_t>(w), rp[n],
+                           rows<uint16_t>(dx) + n * D, res.defined() ? rows<uint16_t>(res) + n * D : nullptr, dw, D);
+    else
+      zc_rms_back_row_f32(rows<float>(dy) + n * D, rows<float>(x) + n * D, rows<float>(w), rp[n],
+                          rows<float>(dx) + n * D, res.defined() ? rows<float>(res) + n * D : nullptr, dw, D);
+  });
+  return dx;
+}
+
+at::Tensor gated_norm_forward(const at::Tensor& core_in, const at::Tensor& z_in, const at::Tensor& w_in, double eps,
+                              at::Tensor* rstd) {
+  ProfileScope scope("lb::norm");
+  const at::Tensor x = core_in.contiguous(), z = z_in.contiguous(), w = w_in.contiguous();
+  const auto dt = x.scalar_type();
+  check_rows(z, dt, "z");
+  check_rows(w, dt, "the weight");
+  const int64_t D = x.size(-1), N = x.numel() / D;
+  at::Tensor y = at::empty_like(x), r = at::empty({N, 1}, x.options().dtype(at::kFloat));
+  float* rp = r.data_ptr<float>();
+  at::parallel_for(0, N, std::max<int64_t>(1, 32768 / D), [&](int64_t b, int64_t e) {
+    for (int64_t n = b; n < e; ++n) {
+      if (dt == at::kBFloat16)
+        gated_row_bf16(rows<uint16_t>(x) + n * D, rows<uint16_t>(z) + n * D, rows<uint16_t>(w),
+                       rows<uint16_t>(y) + n * D, D, float(eps), rp + n);
+      else
+        gated_row_f32(rows<float>(x) + n * D, rows<float>(z) + n * D, rows<float>(w), rows<float>(y) + n * D, D,
+                      float(eps), rp + n);
+    }
+  });
+  if (rstd) *rstd = r;
+  return y;
+}
+
+at::Tensor gated_norm_backward(const at::Tensor& dy_in, const at::Tensor& core_in, const at::Tensor& z_in,
+                               const at::Tensor& w_in, const at::Tensor& rstd, at::Tensor* dz, const at::Tensor& dw_acc) {
+  ProfileScope scope("lb::norm");
+  const at::Tensor x = core_in.contiguous(), z = z_in.contiguous(), w = w_in.contiguous(), dy = dy_in.contiguous();
+  const auto dt = x.scalar_type();
+  check_rows(dy, dt, "dy");
+  check_rows(z, dt, "z");
+  check_rows(w, dt, "the weight");
+  const int64_t D = x.size(-1), N = x.numel() / D;
+  at::Tensor dx = at::empty_like(x);
+  *dz = at::empty_like(z);
+  const at::Tensor r = rstd.contiguous();
+  const float* rp = r.data_ptr<float>();
+  norm_rows(N, D, dw_acc, [&](int64_t n, float* dw) {
+    if (dt == at::kBFloat16)
+      gated_back_row_bf16(rows<uint16_t>(dy) + n * D, rows<uint16_t>(x) + n * D, rows<uint16_t>(z) + n * D,
+                          rows<uint16_t>(w), rp[n], rows<uint16_t>(dx) + n * D, rows<uint16_t>(*dz) + n * D, dw, D);
+    else
+      gated_back_row_f32(rows<float>(dy) + n * D, rows<float>(x) + n * D, rows<float>(z) + n * D, rows<float>(w),
+                         rp[n], rows<float>(dx) + n * D, rows<float>(*dz) + n * D, dw, D);
+  });
+  return dx;
+}
 
 at::Tensor conv_silu_forward(const at::Tensor& x, const at::Tensor& w, int64_t B, int64_t T) {
   ProfileScope scope("lb::conv");

@@ -29,13 +29,15 @@ at::Tensor norm_input_grad(const at::Tensor& dn, const at::Tensor& n, const at::
 
 }  // namespace
 
-at::Tensor zc_rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd) {
+at::Tensor zc_rmsnorm_forward(bool fused, const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd) {
+  if (fused && x.device().is_cpu()) return cpu::zc_rmsnorm_forward(x, w, eps, rstd);
   ProfileScope scope("lb::norm");
   return normalise(x, eps, rstd).mul_(w.to(at::kFloat) + 1).to(x.scalar_type());
 }
 
-at::Tensor zc_rmsnorm_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
-                               const at::Tensor& dw_acc, const at::Tensor& residual) {
+at::Tensor zc_rmsnorm_backward(bool fused, const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
+                               const at::Tensor& rstd, const at::Tensor& dw_acc, const at::Tensor& residual) {
+  if (fused && x.device().is_cpu()) return cpu::zc_rmsnorm_backward(dy, x, w, rstd, dw_acc, residual);
   ProfileScope scope("lb::norm");
   at::Tensor n = x.to(at::kFloat) * rstd;
   at::Tensor dyf = dy.to(at::kFloat);
@@ -131,8 +133,9 @@ void gates_backward(const at::Tensor& dg, const at::Tensor& dbeta, const at::Ten
   if (da_log_acc.defined()) da_log_acc.add_((dg * at::softplus(x)).sum(0).mul_(e.neg()));
 }
 
-at::Tensor gated_norm_forward(const at::Tensor& core, const at::Tensor& z, const at::Tensor& w, double eps,
+at::Tensor gated_norm_forward(bool fused, const at::Tensor& core, const at::Tensor& z, const at::Tensor& w, double eps,
                               at::Tensor* rstd) {
+  if (fused && core.device().is_cpu()) return cpu::gated_norm_forward(core, z, w, eps, rstd);
   ProfileScope scope("lb::norm");
   const auto dt = core.scalar_type();
   // transformers: (w * n.to(dt)) in dt, then times silu(z) in fp32, rounded to dt.
@@ -140,8 +143,9 @@ at::Tensor gated_norm_forward(const at::Tensor& core, const at::Tensor& z, const
   return y.mul_(at::silu(z.to(at::kFloat))).to(dt);
 }
 
-at::Tensor gated_norm_backward(const at::Tensor& dy, const at::Tensor& core, const at::Tensor& z, const at::Tensor& w,
-                               const at::Tensor& rstd, at::Tensor* dz, const at::Tensor& dw_acc) {
+at::Tensor gated_norm_backward(bool fused, const at::Tensor& dy, const at::Tensor& core, const at::Tensor& z,
+                               const at::Tensor& w, const at::Tensor& rstd, at::Tensor* dz, const at::Tensor& dw_acc) {
+  if (fused && core.device().is_cpu()) return cpu::gated_norm_backward(dy, core, z, w, rstd, dz, dw_acc);
   ProfileScope scope("lb::norm");
   const auto dt = core.scalar_type();
   at::Tensor n = core.to(at::kFloat) * rstd;

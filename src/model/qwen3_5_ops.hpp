@@ -1,6 +1,7 @@
 // The elementwise parts that Qwen3.5's layers add (private to src/model), forward and backward, on ATen ops: the
 // device-generic path, at transformers' rounding points (its torch fallback is the reference); the convolution also
-// as a CPU kernel. The layers that
+// as CPU kernels (qwen3_5_cpu.cpp): the convolution and the two norms. Each entry taking `fused` runs its CPU kernel on
+// CPU tensors when it is true; false, and other devices, the ATen composition. The layers that
 // use them are in qwen2.cpp; the gated delta rule is in delta_rule.hpp.
 //
 // Rows are tokens: N = B*T rows of B sequences of T tokens. dt is the model dtype; fp32 inside.
@@ -14,10 +15,10 @@ namespace lorabench::model::qwen3_5 {
 
 // Qwen3.5's RMSNorm (transformers' Qwen3_5RMSNorm): y = (x / rms(x) * (1 + w)) in fp32, rounded once to dt.
 // rstd (N, 1) fp32 when asked. Used for the layer norms, the final norm and, per head, q_norm and k_norm.
-at::Tensor zc_rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);
+at::Tensor zc_rmsnorm_forward(bool fused, const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);
 // dx (+ residual when defined), in x's dtype; dw_acc (fp32) += sum over rows of dy * x / rms(x) when defined.
-at::Tensor zc_rmsnorm_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
-                               const at::Tensor& dw_acc, const at::Tensor& residual);
+at::Tensor zc_rmsnorm_backward(bool fused, const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w,
+                               const at::Tensor& rstd, const at::Tensor& dw_acc, const at::Tensor& residual);
 
 // The rotary embedding over the first 2 * cos.size(1) dimensions of each head, in place: heads (N, n, d), a view
 // of rows of B sequences of T tokens; cos, sin (T, r/2) fp32. inverse: rotated back (the backward). fp32 math.
@@ -33,6 +34,13 @@ at::Tensor conv_silu_forward(bool fused, const at::Tensor& x, const at::Tensor& 
 at::Tensor conv_silu_backward(bool fused, const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, int64_t B,
                               int64_t T, const at::Tensor& dw_acc);
 namespace cpu {  // the CPU kernels: fp32 or bf16 CPU tensors, x with contiguous rows
+at::Tensor zc_rmsnorm_forward(const at::Tensor& x, const at::Tensor& w, double eps, at::Tensor* rstd);
+at::Tensor zc_rmsnorm_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, const at::Tensor& rstd,
+                               const at::Tensor& dw_acc, const at::Tensor& residual);
+at::Tensor gated_norm_forward(const at::Tensor& core, const at::Tensor& z, const at::Tensor& w, double eps,
+                              at::Tensor* rstd);
+at::Tensor gated_norm_backward(const at::Tensor& dy, const at::Tensor& core, const at::Tensor& z, const at::Tensor& w,
+                               const at::Tensor& rstd, at::Tensor* dz, const at::Tensor& dw_acc);
 at::Tensor conv_silu_forward(const at::Tensor& x, const at::Tensor& w, int64_t B, int64_t T);
 at::Tensor conv_silu_backward(const at::Tensor& dy, const at::Tensor& x, const at::Tensor& w, int64_t B, int64_t T,
                               const at::Tensor& dw_acc);
@@ -51,10 +59,10 @@ void gates_backward(const at::Tensor& dg, const at::Tensor& dbeta, const at::Ten
 
 // The gated RMSNorm of the linear layers (Qwen3_5RMSNormGated) over each value head: core, z (N*Hv, dv) in dt,
 // w (dv): y = (w * (core / rms(core)).to(dt)) * silu(z) in fp32, rounded to dt. rstd (N*Hv, 1) when asked.
-at::Tensor gated_norm_forward(const at::Tensor& core, const at::Tensor& z, const at::Tensor& w, double eps,
+at::Tensor gated_norm_forward(bool fused, const at::Tensor& core, const at::Tensor& z, const at::Tensor& w, double eps,
                               at::Tensor* rstd);
 // Returns dcore (dt); *dz (dt); dw_acc (fp32, (dv)) += when defined.
-at::Tensor gated_norm_backward(const at::Tensor& dy, const at::Tensor& core, const at::Tensor& z, const at::Tensor& w,
-                               const at::Tensor& rstd, at::Tensor* dz, const at::Tensor& dw_acc);
+at::Tensor gated_norm_backward(bool fused, const at::Tensor& dy, const at::Tensor& core, const at::Tensor& z,
+                               const at::Tensor& w, const at::Tensor& rstd, at::Tensor* dz, const at::Tensor& dw_acc);
 
 }  // namespace lorabench::model::qwen3_5

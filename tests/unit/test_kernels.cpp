@@ -271,6 +271,42 @@ TEST(Kernels, Qwen3_5ConvSiluMatchesTheAtenPath) {
     }
 }
 
+TEST(Kernels, Qwen3_5NormsMatchTheAtenPath) {
+  // The zero-centred RMSNorm (layer norms, per-head q/k norms) with the residual and the weight gradient, and
+  // the linear layers' gated norm with dz: rows of 1024 (a residual stream), 128 (a head) and 37 (a tail past
+  // the 16-lane sums). fp32 to rounding, bf16 to one or two ulps at the same rounding points.
+  for (auto dt : {at::kFloat, at::kBFloat16})
+    for (int64_t D : {1024, 128, 37}) {
+      SCOPED_TRACE(std::string(dt == at::kFloat ? "fp32" : "bf16") + " D " + std::to_string(D));
+      at::manual_seed(D);
+      const int64_t N = 300;
+      at::Tensor x = at::randn({N, D}).to(dt), z = at::randn({N, D}).mul(2).to(dt), dy = at::randn({N, D}).to(dt);
+      at::Tensor res = at::randn({N, D}).to(dt), w = at::randn({D}).mul(0.3).to(dt);
+      const double tol = dt == at::kFloat ? 1e-5 : 1.6e-2;
+      at::Tensor r1, r2;
+      EXPECT_LE(max_rel(qwen3_5::zc_rmsnorm_forward(true, x, w, 1e-6, &r1), qwen3_5::zc_rmsnorm_forward(false, x, w, 1e-6, &r2)),
+                tol);
+      EXPECT_LE(max_rel(r1, r2), 1e-6);
+      at::Tensor dw1 = at::zeros({D}), dw2 = at::zeros({D});
+      EXPECT_LE(max_rel(qwen3_5::zc_rmsnorm_backward(true, dy, x, w, r2, dw1, res),
+                        qwen3_5::zc_rmsnorm_backward(false, dy, x, w, r2, dw2, res)),
+                tol);
+      EXPECT_LE(max_rel(dw1, dw2), 1e-5);
+      EXPECT_LE(max_rel(qwen3_5::gated_norm_forward(true, x, z, w, 1e-6, &r1),
+                        qwen3_5::gated_norm_forward(false, x, z, w, 1e-6, &r2)),
+                tol);
+      at::Tensor dz1, dz2;
+      dw1.zero_();
+      dw2.zero_();
+      EXPECT_LE(max_rel(qwen3_5::gated_norm_backward(true, dy, x, z, w, r2, &dz1, dw1),
+                        qwen3_5::gated_norm_backward(false, dy, x, z, w, r2, &dz2, dw2)),
+                tol);
+      EXPECT_LE(max_rel(dz1, dz2), tol);
+      EXPECT_LE(max_rel(dw1, dw2), dt == at::kFloat ? 1e-5 : 1e-4);
+      EXPECT_GT(dw2.abs().max().item<double>(), 1.0);  // the comparisons can fail
+    }
+}
+
 TEST(Gemm, IntoAColumnSliceLeavesTheRestAlone) {
   at::manual_seed(9);
   at::Tensor a = at::randn({33, 47}), b = at::randn({47, 29}), wide = at::randn({33, 50});
