@@ -208,14 +208,17 @@ void load_normalised(const Rows& x, const Dims& z, int64_t b, int64_t h, float m
   }
 }
 
-// A bump allocator over one task's buffer.
+// A bump allocator over one thread's scratch: one fp32 tensor from ATen's CPU allocator, so the run's memory
+// accounting (and the planner's probe) sees it like every other buffer of the step.
 struct Arena {
-  std::vector<float> buf;
-  size_t used = 0;
+  at::Tensor buf;
+  float* base = nullptr;
+  int64_t size = 0, used = 0;
+  explicit Arena(int64_t floats) : buf(at::empty({floats}, at::kFloat)), base(buf.data_ptr<float>()), size(floats) {}
   float* take(int64_t n) {
-    float* p = buf.data() + used;
-    used += size_t(n);
-    LB_CHECK(used <= buf.size(), "delta_rule (CPU kernel): scratch too small");
+    float* p = base + used;
+    used += n;
+    LB_CHECK(used <= size, "delta_rule (CPU kernel): scratch too small");
     return p;
   }
 };
@@ -345,8 +348,7 @@ at::Tensor forward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Ten
   at::Tensor out = at::empty(v.sizes(), v.options().memory_format(at::MemoryFormat::Contiguous));
   const Rows rq(q), rk(k), rv(v), rg(g), rb(beta), ro(out);
   at::parallel_for(0, z.B * z.Hk, 1, [&](int64_t begin, int64_t end) {
-    Arena a;
-    a.buf.resize(size_t(2 * z.T * z.dk + Chunk::floats(z) + Scratch::floats(z)));
+    Arena a(2 * z.T * z.dk + Chunk::floats(z) + Scratch::floats(z));
     float* Qn = a.take(z.T * z.dk);
     float* Kn = a.take(z.T * z.dk);
     Chunk ch;
@@ -392,9 +394,8 @@ Grads backward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor&
   const Rows rdq(out.dq), rdk(out.dk), rdv(out.dv), rdg(out.dg), rdb(out.dbeta);
   const int64_t per_chunk = Chunk::floats(z) + C * dv + dk * dv;  // the chunk, its new values, the state entering it
   at::parallel_for(0, z.B * z.Hk, 1, [&](int64_t begin, int64_t end) {
-    Arena a;
     const int64_t m = std::max({C, dk, dv});
-    a.buf.resize(size_t(6 * z.T * dk + z.T * 2 + z.NC * per_chunk + Scratch::floats(z) + 12 * m * m + C));
+    Arena a(6 * z.T * dk + z.T * 2 + z.NC * per_chunk + Scratch::floats(z) + 12 * m * m + C);
     float* Qn = a.take(z.T * dk);
     float* Kn = a.take(z.T * dk);
     float* dQ = a.take(z.T * dk);  // d(scaled normalised q), summed over the key head's value heads

@@ -14,7 +14,6 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <vector>
 
 #include "lorabench/core/error.hpp"
 #include "profile_scope.hpp"
@@ -283,31 +282,34 @@ void backward_typed(const at::Tensor& dy, const at::Tensor& x, const at::Tensor&
   const float* w = wt.data_ptr<float>();
   float* dwa = dw_acc.defined() ? dw_acc.data_ptr<float>() : nullptr;
   at::parallel_for(0, (C + kBlock - 1) / kBlock, 1, [&](int64_t begin, int64_t end) {
-    std::vector<float> dp(size_t(T_ * kBlock)), dw(size_t(K * kBlock));
+    // Scratch from ATen's allocator (counted with the step's other buffers): dpre of the block, its dw.
+    at::Tensor scratch = at::empty({T_ * kBlock + K * kBlock}, at::kFloat);
+    float* dp = scratch.data_ptr<float>();
+    float* dw = dp + T_ * kBlock;
     const T* taps[kMaxTaps];
     const float* dps[kMaxTaps];
     for (int64_t blk = begin; blk < end; ++blk) {
       const int64_t c0 = blk * kBlock, n = std::min(kBlock, C - c0);
-      std::fill(dw.begin(), dw.end(), 0.0f);
+      std::fill(dw, dw + K * kBlock, 0.0f);
       for (int64_t b = 0; b < B; ++b) {
         for (int64_t t = 0; t < T_; ++t) {
           for (int64_t j = 0; j < K; ++j) {
             const int64_t s = t - (K - 1) + j;
             taps[j] = s >= 0 ? xp + (b * T_ + s) * ldx + c0 : nullptr;
           }
-          dpre_row(taps, w + c0, C, K, dyp + (b * T_ + t) * lddy + c0, dp.data() + t * n, n);
+          dpre_row(taps, w + c0, C, K, dyp + (b * T_ + t) * lddy + c0, dp + t * n, n);
         }
         for (int64_t t = 0; t < T_; ++t) {
           for (int64_t j = 0; j < K; ++j) {
             const int64_t s = t + (K - 1) - j;  // the output token that tap j of token t fed
-            dps[j] = s < T_ ? dp.data() + s * n : nullptr;
+            dps[j] = s < T_ ? dp + s * n : nullptr;
           }
-          dx_row(dps, xp + (b * T_ + t) * ldx + c0, w + c0, C, K, dxp + (b * T_ + t) * C + c0, dw.data(), n);
+          dx_row(dps, xp + (b * T_ + t) * ldx + c0, w + c0, C, K, dxp + (b * T_ + t) * C + c0, dw, n);
         }
       }
       if (dwa)
         for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = 0; j < K; ++j) dwa[(c0 + i) * K + j] += dw[size_t(j * n + i)];
+          for (int64_t j = 0; j < K; ++j) dwa[(c0 + i) * K + j] += dw[j * n + i];
     }
   });
 }

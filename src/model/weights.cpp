@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
@@ -184,6 +185,23 @@ void load_unit(const Snapshot& snap, const ModelLayout& m, int u, const at::Tens
     } else {
       slot_view(compute, s).copy_(read_tensor(f, t, compute.scalar_type()));
     }
+  }
+}
+
+void load_unit_range(const Snapshot& snap, const ModelLayout& m, int u, const at::Tensor& piece, int64_t offset) {
+  const UnitLayout& unit = m.units[u];
+  LB_CHECK(piece.dim() == 1 && offset >= 0, "load_unit_range: a flat piece at a non-negative offset");
+  piece.zero_();
+  const int64_t end = offset + piece.numel();
+  for (const Slot& s : unit.compute) {
+    const io::SafeTensorsFile& f = snap.file_of(s.name);
+    const io::SafeTensorInfo& t = f.require(snap.name_on_disk(s.name), s.shape);
+    const int64_t lo = std::max(offset, s.offset), hi = std::min(end, s.offset + s.numel);
+    if (lo >= hi) continue;
+    const at::ScalarType src = from_safetensors(t.dtype, f.path(), t.name);
+    const at::Tensor flat = at::from_blob(const_cast<void*>(f.data(t)), {s.numel}, at::TensorOptions().dtype(src));
+    piece.narrow(0, lo - offset, hi - lo).copy_(flat.narrow(0, lo - s.offset, hi - lo));
+    f.release(t);
   }
 }
 

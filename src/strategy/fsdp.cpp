@@ -21,6 +21,7 @@
 #include <limits>
 
 #include "lorabench/core/error.hpp"
+#include "lorabench/model/weights.hpp"
 #include "lorabench/strategy/strategy.hpp"
 #include "strategy_common.hpp"
 
@@ -68,14 +69,25 @@ class FsdpStrategy final : public TrainingStrategy {
     for (size_t u = 0; u < units_.size(); ++u) {
       Unit& x = units_[u];
       const auto& lu = m_.units[u];
-      // Build the full unit once, keep this rank's piece.
-      at::Tensor full_c = at::zeros({x.c_padded}, opts(dtype_));
       at::Tensor full_t;
-      if (lu.trainable_numel > 0)
-        full_t = (m_.full_finetune && dtype_ == at::kFloat) ? full_c : at::zeros({x.t_padded}, f32);
-      fill_unit(m_, static_cast<int>(u), src, full_c.narrow(0, 0, std::min(x.c_padded, lu.compute_numel)),
-                full_t.defined() ? full_t.narrow(0, 0, lu.trainable_numel) : at::Tensor());
-      x.c_shard = full_c.narrow(0, rank_ * x.c_piece, x.c_piece).clone();
+      if (src.random_values && src.snapshot != nullptr && !m_.full_finetune) {
+        // A snapshot's base weights: this rank's piece straight from the file (the load's peak is the pieces, not
+        // a whole unit and a converted copy of its largest tensor); the LoRA weights as fill_unit makes them.
+        x.c_shard = at::empty({x.c_piece}, opts(dtype_));
+        model::load_unit_range(*src.snapshot, m_, static_cast<int>(u), x.c_shard, rank_ * x.c_piece);
+        if (lu.trainable_numel > 0) {
+          full_t = at::zeros({x.t_padded}, f32);
+          model::init_lora(m_, static_cast<int>(u), full_t.narrow(0, 0, lu.trainable_numel), src.seed);
+        }
+      } else {
+        // Build the full unit once, keep this rank's piece.
+        at::Tensor full_c = at::zeros({x.c_padded}, opts(dtype_));
+        if (lu.trainable_numel > 0)
+          full_t = (m_.full_finetune && dtype_ == at::kFloat) ? full_c : at::zeros({x.t_padded}, f32);
+        fill_unit(m_, static_cast<int>(u), src, full_c.narrow(0, 0, std::min(x.c_padded, lu.compute_numel)),
+                  full_t.defined() ? full_t.narrow(0, 0, lu.trainable_numel) : at::Tensor());
+        x.c_shard = full_c.narrow(0, rank_ * x.c_piece, x.c_piece).clone();
+      }
       if (full_t.defined()) {
         x.t_shard = (m_.full_finetune && dtype_ == at::kFloat) ? x.c_shard
                                                                : full_t.narrow(0, rank_ * x.t_piece, x.t_piece).clone();

@@ -26,6 +26,7 @@
 #include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/data/batch.hpp"
 #include "lorabench/device/device.hpp"
+#include "lorabench/model/weights.hpp"
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/train/state_check.hpp"
 #include "lorabench/train/step_runner.hpp"
@@ -475,3 +476,45 @@ TEST_P(DriftAfterGather, TheRunFilesCheckFails) {
 INSTANTIATE_TEST_SUITE_P(OneUlp, DriftAfterGather, ::testing::Values("ddp", "zero1", "zero2", "fsdp", "hsdp"));
 
 }  // namespace
+
+TEST(SnapshotInit, EveryStrategyHoldsTheSnapshotsWeights) {
+  // A strategy initialised from a snapshot (fsdp reads each rank's piece straight from the file) holds the
+  // weights one rank loads: every decoder layer's gathered compute buffer bitwise, and the same adapters.
+  const std::string dir = std::string(LORABENCH_FIXTURES) + "/qwen2-tiny";
+  const model::ModelLayout layout = model::build_layout(
+      model::load_hf_config(dir + "/config.json"),
+      model::make_lora_spec(true, 4, 8, 0, false, {"q", "k", "v", "o", "gate", "up", "down"}));
+  const model::Snapshot snap(dir);
+  strategy::InitSource src;
+  src.seed = 17;
+  src.snapshot = &snap;
+  for (const std::string name : {"ddp", "zero1", "zero2", "fsdp"}) {
+    SCOPED_TRACE(name);
+    auto comm = device::make_staging_communicator(comm::make_mpi_communicator(MPI_COMM_WORLD), test_device());
+    strategy::StrategySpec spec;
+    spec.name = name;
+    auto s = strategy::TrainingStrategy::create(spec, layout, at::kBFloat16, comm.get(), &test_device(), {});
+    s->initialize(src);
+    strategy::StrategySpec one;
+    one.name = "single";
+    auto single = strategy::TrainingStrategy::create(one, layout, at::kBFloat16, nullptr, &test_device(), {});
+    single->initialize(src);
+    int layers = 0;
+    for (int u = 0; u < int(layout.units.size()); ++u) {
+      if (layout.units[u].kind != model::UnitKind::kLayer) continue;
+      const int64_t n = layout.units[u].compute_numel;
+      at::Tensor want = at::zeros({n}, at::kBFloat16);
+      model::load_unit(snap, layout, u, want, at::Tensor());
+      at::Tensor got = s->compute(u, model::Pass::kForward).narrow(0, 0, n).cpu().clone();
+      s->release(u, model::Pass::kForward);
+      EXPECT_TRUE(got.equal(want)) << layout.units[u].name;
+      ++layers;
+    }
+    EXPECT_EQ(layers, int(layout.shape.layers));
+    const strategy::FullState a = s->gather_state(), b = single->gather_state();
+    for (size_t u = 0; u < a.params.size(); ++u) {
+      if (!a.params[u].defined()) continue;
+      EXPECT_TRUE(a.params[u].cpu().equal(b.params[u].cpu())) << "adapters of unit " << u;
+    }
+  }
+}

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "lorabench/core/error.hpp"
 #include "lorabench/io/safetensors.hpp"
 #include "safetensors_test_util.hpp"
 #include "lorabench/lora/adapter.hpp"
@@ -138,4 +139,39 @@ TEST(ModelReference, MergedExportEqualsAdapterForward) {
   at::Tensor b = model::forward_logits(merged.layout(), merged, ids);
   EXPECT_LE(max_abs(a - b) / max_abs(a), 1e-5);
   fs::remove_all(dir);
+}
+
+TEST(ModelReference, UnitPiecesReadStraightFromTheSnapshotEqualTheFullUnitsPieces) {
+  // What fsdp keeps of each unit when it loads a snapshot (model::load_unit_range) against the whole unit loaded
+  // and cut (load_unit), for 1 to 3 ranks (pieces that start and end inside tensors, and one past the unit's end,
+  // padded with zeros), fp32 and bf16 (converted from the file's fp32).
+  model::ModelShape shape = model::load_hf_config(kTiny + "/config.json");
+  const model::ModelLayout layout = model::build_layout(shape, model::LoraSpec{});
+  const model::Snapshot snap(kTiny);
+  int checked = 0;
+  for (auto dt : {at::kFloat, at::kBFloat16})
+    for (int u = 0; u < int(layout.units.size()); ++u) {
+      const int64_t n = layout.units[u].compute_numel;
+      at::Tensor full = at::zeros({n}, dt);
+      model::load_unit(snap, layout, u, full, at::Tensor());
+      for (int64_t world : {1, 2, 3}) {
+        const int64_t piece = (n + world - 1) / world;
+        at::Tensor padded = at::cat({full, at::zeros({piece * world - n}, dt)});
+        for (int64_t r = 0; r < world; ++r) {
+          at::Tensor got = at::full({piece}, 7.0, dt);  // overwritten everywhere, padding included
+          model::load_unit_range(snap, layout, u, got, r * piece);
+          EXPECT_TRUE(got.equal(padded.narrow(0, r * piece, piece)))
+              << "unit " << u << " rank " << r << " of " << world << " " << c10::toString(dt);
+          ++checked;
+        }
+      }
+    }
+  EXPECT_GT(checked, 20);
+  // A piece that lies past every tensor is zeros, and a tensor of the wrong shape is still refused.
+  at::Tensor tail = at::ones({4}, at::kFloat);
+  model::load_unit_range(snap, layout, 0, tail, layout.units[0].compute_numel);
+  EXPECT_EQ(tail.abs().sum().item<double>(), 0.0);
+  model::ModelShape wrong = shape;
+  wrong.intermediate += 8;
+  EXPECT_THROW(model::load_unit_range(snap, model::build_layout(wrong, model::LoraSpec{}), 1, tail, 0), lorabench::IoError);
 }

@@ -59,6 +59,13 @@ class Snapshot {
 void load_unit(const Snapshot& snap, const ModelLayout& m, int u, const at::Tensor& compute,
                const at::Tensor& trainable);
 
+// Elements [offset, offset + piece.numel()) of unit u's flat compute buffer as load_unit fills it (zeros where no
+// tensor lies, past the unit's end too), read straight from the snapshot into `piece` (any dtype or device): only
+// that range of each tensor is converted and only its pages are touched (then released), so a rank that keeps
+// one piece of a unit (fsdp) never holds the whole unit or a converted copy of its largest tensor. Every tensor of
+// the unit is checked for presence and shape, as load_unit does.
+void load_unit_range(const Snapshot& snap, const ModelLayout& m, int u, const at::Tensor& piece, int64_t offset);
+
 // Checks that the snapshot holds nothing the layout does not expect (an lm_head.weight in a tied model,
 // extra layers): IoError listing the unexpected names.
 void check_snapshot_complete(const Snapshot& snap, const ModelLayout& m);
