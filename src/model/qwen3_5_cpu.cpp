@@ -217,7 +217,15 @@ LB_DEFINE_ROW(gated_back_row_bf16, gated_back_row,
                uint16_t* dz, float* dw, int64_t n),
               (dy, x, z, w, r, dx, dz, dw, n))
 
-// Rows of a norm kernel: `row(n, dw)` for every row n, dw the fp32 partial sum of the row's block (null without
+// Rows of a forward norm kernel: `row(n)` for every row n, split over the threads.
+template <class Row>
+void each_row(int64_t N, int64_t D, Row row) {
+  at::parallel_for(0, N, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, D)), [&](int64_t b, int64_t e) {
+    for (int64_t n = b; n < e; ++n) row(n);
+  });
+}
+
+// Rows of a norm kernel's backward: `row(n, dw)` for every row n, dw the fp32 partial sum of the row's block (null without
 // dw_acc); the partial sums added into dw_acc at the end.
 template <class Row>
 void norm_rows(int64_t N, int64_t D, const at::Tensor& dw_acc, Row row) {
@@ -325,13 +333,11 @@ at::Tensor zc_rmsnorm_forward(const at::Tensor& x_in, const at::Tensor& w_in, do
   const int64_t D = x.size(-1), N = x.numel() / D;
   at::Tensor y = at::empty_like(x), r = at::empty({N, 1}, x.options().dtype(at::kFloat));
   float* rp = r.data_ptr<float>();
-  at::parallel_for(0, N, std::max<int64_t>(1, 32768 / D), [&](int64_t b, int64_t e) {
-    for (int64_t n = b; n < e; ++n) {
-      if (dt == at::kBFloat16)
-        zc_rms_row_bf16(rows<uint16_t>(x) + n * D, rows<uint16_t>(w), rows<uint16_t>(y) + n * D, D, float(eps), rp + n);
-      else
-        zc_rms_row_f32(rows<float>(x) + n * D, rows<float>(w), rows<float>(y) + n * D, D, float(eps), rp + n);
-    }
+  each_row(N, D, [&](int64_t n) {
+    if (dt == at::kBFloat16)
+      zc_rms_row_bf16(rows<uint16_t>(x) + n * D, rows<uint16_t>(w), rows<uint16_t>(y) + n * D, D, float(eps), rp + n);
+    else
+      zc_rms_row_f32(rows<float>(x) + n * D, rows<float>(w), rows<float>(y) + n * D, D, float(eps), rp + n);
   });
   if (rstd) *rstd = r;
   return y;
@@ -371,15 +377,13 @@ at::Tensor gated_norm_forward(const at::Tensor& core_in, const at::Tensor& z_in,
   const int64_t D = x.size(-1), N = x.numel() / D;
   at::Tensor y = at::empty_like(x), r = at::empty({N, 1}, x.options().dtype(at::kFloat));
   float* rp = r.data_ptr<float>();
-  at::parallel_for(0, N, std::max<int64_t>(1, 32768 / D), [&](int64_t b, int64_t e) {
-    for (int64_t n = b; n < e; ++n) {
-      if (dt == at::kBFloat16)
-        gated_row_bf16(rows<uint16_t>(x) + n * D, rows<uint16_t>(z) + n * D, rows<uint16_t>(w),
-                       rows<uint16_t>(y) + n * D, D, float(eps), rp + n);
-      else
-        gated_row_f32(rows<float>(x) + n * D, rows<float>(z) + n * D, rows<float>(w), rows<float>(y) + n * D, D,
-                      float(eps), rp + n);
-    }
+  each_row(N, D, [&](int64_t n) {
+    if (dt == at::kBFloat16)
+      gated_row_bf16(rows<uint16_t>(x) + n * D, rows<uint16_t>(z) + n * D, rows<uint16_t>(w), rows<uint16_t>(y) + n * D,
+                     D, float(eps), rp + n);
+    else
+      gated_row_f32(rows<float>(x) + n * D, rows<float>(z) + n * D, rows<float>(w), rows<float>(y) + n * D, D,
+                    float(eps), rp + n);
   });
   if (rstd) *rstd = r;
   return y;
