@@ -217,6 +217,16 @@ LB_DEFINE_ROW(gated_back_row_bf16, gated_back_row,
                uint16_t* dz, float* dw, int64_t n),
               (dy, x, z, w, r, dx, dz, dw, n))
 
+// A forward norm's outputs for the rows of x (N rows of D): y like x, rstd (N, 1) in fp32.
+struct NormOut {
+  int64_t D, N;
+  at::Tensor y, r;
+  float* rp;
+  explicit NormOut(const at::Tensor& x)
+      : D(x.size(-1)), N(x.numel() / D), y(at::empty_like(x)), r(at::empty({N, 1}, x.options().dtype(at::kFloat))),
+        rp(r.data_ptr<float>()) {}
+};
+
 // Rows of a forward norm kernel: `row(n)` for every row n, split over the threads.
 template <class Row>
 void each_row(int64_t N, int64_t D, Row row) {
@@ -330,17 +340,16 @@ at::Tensor zc_rmsnorm_forward(const at::Tensor& x_in, const at::Tensor& w_in, do
   const auto dt = x.scalar_type();
   check_rows(x, dt, "x");
   check_rows(w, dt, "the weight");
-  const int64_t D = x.size(-1), N = x.numel() / D;
-  at::Tensor y = at::empty_like(x), r = at::empty({N, 1}, x.options().dtype(at::kFloat));
-  float* rp = r.data_ptr<float>();
-  each_row(N, D, [&](int64_t n) {
+  NormOut o(x);
+  const int64_t D = o.D;
+  each_row(o.N, D, [&](int64_t n) {
     if (dt == at::kBFloat16)
-      zc_rms_row_bf16(rows<uint16_t>(x) + n * D, rows<uint16_t>(w), rows<uint16_t>(y) + n * D, D, float(eps), rp + n);
+      zc_rms_row_bf16(rows<uint16_t>(x) + n * D, rows<uint16_t>(w), rows<uint16_t>(o.y) + n * D, D, float(eps), o.rp + n);
     else
-      zc_rms_row_f32(rows<float>(x) + n * D, rows<float>(w), rows<float>(y) + n * D, D, float(eps), rp + n);
+      zc_rms_row_f32(rows<float>(x) + n * D, rows<float>(w), rows<float>(o.y) + n * D, D, float(eps), o.rp + n);
   });
-  if (rstd) *rstd = r;
-  return y;
+  if (rstd) *rstd = o.r;
+  return o.y;
 }
 
 at::Tensor zc_rmsnorm_backward(const at::Tensor& dy_in, const at::Tensor& x_in, const at::Tensor& w_in,
@@ -374,19 +383,18 @@ at::Tensor gated_norm_forward(const at::Tensor& core_in, const at::Tensor& z_in,
   const auto dt = x.scalar_type();
   check_rows(z, dt, "z");
   check_rows(w, dt, "the weight");
-  const int64_t D = x.size(-1), N = x.numel() / D;
-  at::Tensor y = at::empty_like(x), r = at::empty({N, 1}, x.options().dtype(at::kFloat));
-  float* rp = r.data_ptr<float>();
-  each_row(N, D, [&](int64_t n) {
+  NormOut o(x);
+  const int64_t D = o.D;
+  each_row(o.N, D, [&](int64_t n) {
     if (dt == at::kBFloat16)
-      gated_row_bf16(rows<uint16_t>(x) + n * D, rows<uint16_t>(z) + n * D, rows<uint16_t>(w), rows<uint16_t>(y) + n * D,
-                     D, float(eps), rp + n);
+      gated_row_bf16(rows<uint16_t>(x) + n * D, rows<uint16_t>(z) + n * D, rows<uint16_t>(w),
+                     rows<uint16_t>(o.y) + n * D, D, float(eps), o.rp + n);
     else
-      gated_row_f32(rows<float>(x) + n * D, rows<float>(z) + n * D, rows<float>(w), rows<float>(y) + n * D, D,
-                    float(eps), rp + n);
+      gated_row_f32(rows<float>(x) + n * D, rows<float>(z) + n * D, rows<float>(w), rows<float>(o.y) + n * D, D,
+                    float(eps), o.rp + n);
   });
-  if (rstd) *rstd = r;
-  return y;
+  if (rstd) *rstd = o.r;
+  return o.y;
 }
 
 at::Tensor gated_norm_backward(const at::Tensor& dy_in, const at::Tensor& core_in, const at::Tensor& z_in,
