@@ -30,13 +30,19 @@ at::Tensor packed_view(const at::Tensor& flat, const Slot& first, int64_t rows, 
 }
 
 // Inverted-dropout multiplier (0 or 1/(1-p)) of the adapter input, regenerated from its key.
+// With tensor parallelism the input of o and down is this rank's columns of the full input: the mask is drawn
+// for the full width and its columns taken.
 at::Tensor dropout_multiplier(const LayerContext& ctx, Proj p, int64_t rows, int64_t cols) {
   const double prob = ctx.model->lora.dropout;
   uint64_t seed = splitmix64(ctx.dropout.seed ^ splitmix64(uint64_t(ctx.layer) * 131 + uint64_t(p) + 1));
   at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  int64_t c0 = 0, width = cols;
+  if (ctx.tp != nullptr && p == Proj::kO) c0 = ctx.tp->o_in_offset, width = ctx.tp->o_in_full;
+  if (ctx.tp != nullptr && p == Proj::kDown) c0 = ctx.tp->down_in_offset, width = ctx.tp->down_in_full;
   // Drawn on the CPU on every device, so that a GPU run sees the masks of a CPU run of the same seed; sent
   // to a GPU without the host waiting for the layer's queued work (device::host_tensor).
-  at::Tensor keep = device::host_tensor({rows, cols}, at::kFloat, ctx.device).bernoulli_(1.0 - prob, gen);
+  at::Tensor keep = device::host_tensor({rows, width}, at::kFloat, ctx.device).bernoulli_(1.0 - prob, gen);
+  if (width != cols) keep = keep.narrow(1, c0, cols).contiguous();
   keep.mul_(1.0 / (1.0 - prob));
   return keep.to(ctx.device, /*non_blocking=*/true);
 }
@@ -56,6 +62,19 @@ constexpr Group kGateUp{{Proj::kGate, Proj::kUp, Proj::kQ, Proj::kQ}, 2, 2};
 constexpr Group kOnlyDown{{Proj::kDown, Proj::kQ, Proj::kQ, Proj::kQ}, 1, 3};
 constexpr Group kLinIn{{Proj::kLinQkv, Proj::kLinZ, Proj::kLinB, Proj::kLinA}, 4, 0};
 constexpr Group kLinOut{{Proj::kLinOut, Proj::kQ, Proj::kQ, Proj::kQ}, 1, 1};
+
+// Tensor parallelism: o and down (the groups that read this rank's slice of their input) are row-parallel, their
+// outputs partial sums; q|k|v and gate|up are column-parallel, their input gradients partial sums.
+bool row_parallel(const LayerContext& ctx, const Group& grp) {
+  return ctx.tp != nullptr && (grp.id == kOnlyO.id || grp.id == kOnlyDown.id);
+}
+bool column_parallel(const LayerContext& ctx, const Group& grp) {
+  return ctx.tp != nullptr && (grp.id == kQkv.id || grp.id == kGateUp.id);
+}
+// The sum over the tensor-parallel group, in place (nothing without tensor parallelism).
+void tp_sum(const LayerContext& ctx, at::Tensor& t) {
+  if (ctx.tp != nullptr) ctx.tp->sum(t);
+}
 
 // Column range of projection p inside its group's fused output.
 std::pair<int64_t, int64_t> out_range(const ModelShape& s, Proj p) {
@@ -111,6 +130,7 @@ void lora_forward(const LayerContext& ctx, const LayerWeights& w, const Group& g
     }
     la = parts.size() == 1 ? parts[0] : at::cat(parts, 1);
   }
+  if (row_parallel(ctx, grp)) ctx.tp->sum(la);  // x A^T over the whole input (out was summed by the caller)
   for (int64_t j = 0; j < int64_t(targets.size()); ++j) {
     const Proj p = targets[j];
     auto [c0, cn] = out_range(ctx.model->shape, p);
@@ -146,12 +166,16 @@ LoraDla lora_backward_b(const LayerContext& ctx, const LayerWeights& w, const La
     const at::Tensor dout_p = dout.narrow(1, c0, cn);
     at::Tensor dla_p = dla.narrow(1, j * r, r);
     gemm_into(dla_p, dout_p, w.lora[static_cast<int>(p)].b.to(dt), 1.0, 0.0);
-    g.lora[static_cast<int>(p)].b.add_(gemm(dout_p.t(), la.narrow(1, j * r, r)), s);
+    at::Tensor db = gemm(dout_p.t(), la.narrow(1, j * r, r));
+    // A key/value head held by several ranks: each has the gradient of its own query heads' share.
+    if (ctx.tp != nullptr && ctx.tp->kv_replicas > 1 && (p == Proj::kK || p == Proj::kV)) ctx.tp->kv_sum(db);
+    g.lora[static_cast<int>(p)].b.add_(db, s);
   }
   dla.mul_(s);
   LoraDla out{dla, {}};
   if (!use_dropout(ctx) && packed_a.defined()) {
     gemm_into(dx, dla, packed_a.to(dt), 1.0, 1.0);
+    if (column_parallel(ctx, grp)) ctx.tp->sum(out.dla);  // after dx took this rank's share: A's whole gradient
     return out;
   }
   for (int64_t j = 0; j < int64_t(targets.size()); ++j) {
@@ -164,6 +188,7 @@ LoraDla lora_backward_b(const LayerContext& ctx, const LayerWeights& w, const La
       gemm_into(dx, dla_p, w.lora[pi].a.to(dt), 1.0, 1.0);
     }
   }
+  if (column_parallel(ctx, grp)) ctx.tp->sum(out.dla);
   return out;
 }
 
@@ -280,6 +305,7 @@ at::Tensor attention_mixer_forward(const LayerContext& ctx, const LayerWeights& 
   ProfileScope proj2("lb::projections");
   const at::Tensor o_in = c.gate.defined() ? gated_output(c.attn, c.gate) : c.attn;
   at::Tensor ao = gemm(o_in, w.w_o.t());
+  tp_sum(ctx, ao);
   lora_forward(ctx, w, kOnlyO, w.lora[int(Proj::kO)].a, o_in, ao, &c);
   return ao;
 }
@@ -332,6 +358,7 @@ void forward_full(const LayerContext& ctx, const LayerWeights& w, const at::Tens
   at::Tensor a = kernels::swiglu_forward(k.fused, c.gu);  // (N, I)
   ProfileScope proj4("lb::projections");
   at::Tensor dn = gemm(a, w.w_down.t());
+  tp_sum(ctx, dn);
   lora_forward(ctx, w, kOnlyDown, w.lora[int(Proj::kDown)].a, a, dn, &c);
   proj4.end();
   c.full = true;
@@ -374,6 +401,7 @@ at::Tensor attention_mixer_backward(const LayerContext& ctx, const LayerWeights&
   if (g.w_qkv.defined()) g.w_qkv.add_(gemm(dqkv.t(), h1));
   if (g.b_qkv.defined()) g.b_qkv.add_(dqkv.to(at::kFloat).sum(0));
   lora_backward(ctx, w, g, kQkv, w.a_qkv, g.a_qkv, h1, dqkv, c, dh1);
+  tp_sum(ctx, dh1);
   return dh1;
 }
 
@@ -622,6 +650,7 @@ at::Tensor layer_backward(const LayerContext& ctx, const LayerWeights& w, const 
   at::Tensor h2 = norm_forward(ctx, c.x2, w.ln2, nullptr);
   if (g.w_gu.defined()) g.w_gu.add_(gemm(dgu.t(), h2));
   lora_backward(ctx, w, g, kGateUp, w.a_gu, g.a_gu, h2, dgu, c, dh2);
+  tp_sum(ctx, dh2);
   proj2.end();
   at::Tensor dx2 = norm_backward(ctx, dh2, c.x2, w.ln2, c.rstd2, g.ln2, dy);
 

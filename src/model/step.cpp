@@ -77,6 +77,7 @@ MicroResult run_micro(const ModelLayout& m, UnitProvider& p, const MicroBatch& m
   ctx.seq = T;
   ctx.dropout = DropoutKey{mb.dropout_seed, mb.dropout};
   ctx.device = mb.ids.device();
+  ctx.tp = p.tensor_parallel();
   for (int l = 0; l < L; ++l) {
     const int u = 1 + l;
     t0 = sys::now_s();
@@ -162,6 +163,7 @@ at::Tensor forward_logits(const ModelLayout& m, UnitProvider& p, const at::Tenso
   ctx.batch = B;
   ctx.seq = T;
   ctx.device = ids.device();
+  LB_CHECK(p.tensor_parallel() == nullptr, "forward_logits: the logits of a tensor-parallel model are not gathered");
   for (int l = 0; l < L; ++l) {
     if (hidden) hidden->push_back(x.view({B, T, -1}).to(at::kFloat));
     ctx.layer = l;

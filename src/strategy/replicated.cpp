@@ -125,6 +125,12 @@ class ReplicatedStrategy final : public TrainingStrategy {
     }
   }
 
+  at::Tensor step_grad(int unit) override {
+    const int bi = unit_bucket_[unit];
+    if (bi < 0 || kind_ == Kind::kZero2) return at::Tensor();
+    return buckets_[bi].grads.narrow(0, unit_offset_[unit], m_.units[unit].trainable_numel);
+  }
+
   double grad_sq_norm() override {
     // Each bucket's fp32 norm squared in fp64, summed in bucket order on the device: one host sync.
     at::Tensor acc = at::zeros({}, opts(at::kDouble));

@@ -33,6 +33,10 @@ std::vector<int> backward_order(const model::ModelLayout& m) {
 
 void fill_unit(const model::ModelLayout& m, int u, const InitSource& src, const at::Tensor& compute,
                const at::Tensor& trainable) {
+  if (src.fill) {
+    src.fill(m, u, compute, trainable);
+    return;
+  }
   if (!src.random_values) {
     compute.fill_(0.01);
     if (trainable.defined()) trainable.fill_(0.01);
@@ -112,6 +116,7 @@ std::unique_ptr<TrainingStrategy> TrainingStrategy::create(const StrategySpec& s
                                                            at::ScalarType dtype, comm::Communicator* comm,
                                                            device::Device* dev_or_null, const MeshGroups& mesh) {
   device::Device& dev = dev_or_null ? *dev_or_null : device::cpu_device();
+  if (mesh.tp != nullptr && mesh.tp->size() > 1) return make_tensor_parallel(spec, m, dtype, comm, dev, mesh);
   const int world = comm ? comm->size() : 1;
   if (dev.is_cuda() && comm != nullptr && !comm->device_buffers())
     throw Error("strategy " + spec.name + ": the model is on " + dev.str() + " but the " + comm->backend_name() +

@@ -27,4 +27,9 @@ std::unique_ptr<TrainingStrategy> make_fsdp(const StrategySpec& spec, const mode
                                             comm::Communicator* comm, device::Device& dev,
                                             comm::Communicator* replicate = nullptr);
 
+// `spec` (single or ddp over `dp`, which may be null) on this rank's part of the model split over mesh.tp.
+std::unique_ptr<TrainingStrategy> make_tensor_parallel(const StrategySpec& spec, const model::ModelLayout& m,
+                                                       at::ScalarType dtype, comm::Communicator* dp,
+                                                       device::Device& dev, const MeshGroups& mesh);
+
 }  // namespace lorabench::strategy

@@ -100,8 +100,26 @@ struct LayerCache {
   bool full = false;        // false: only x (activation checkpointing)
 };
 
+// Tensor parallelism inside a layer (model/tensor_parallel.hpp): the layer computes this rank's heads and MLP
+// slice, and these collectives over the tensor-parallel group make its results whole. Forward: the row-parallel
+// outputs (o, down) and their adapters' A products are summed before the residual add (the adapters' B, which
+// every rank holds, are applied once, after the sum). Backward: the column-parallel inputs' gradients (into q|k|v
+// and gate|up) are summed, and so are those adapters' d(x A^T), so that every rank's copy of A gets the whole
+// gradient; where key/value heads are replicated, their adapters' B gradients are summed over the ranks that share
+// the head. Every rank of the group calls them in the same order.
+struct TensorParallel {
+  int size = 1, rank = 0;
+  std::function<void(at::Tensor&)> sum;     // in place, over the tensor-parallel group (contiguous tensors)
+  std::function<void(at::Tensor&)> kv_sum;  // in place, over the ranks holding this rank's key/value heads
+  int kv_replicas = 1;                      // ranks per key/value head
+  // Where this rank's input columns of o and down lie in the full model's (for the adapters' dropout masks, which
+  // are drawn for the full input so that a run reproduces one rank's).
+  int64_t o_in_offset = 0, o_in_full = 0, down_in_offset = 0, down_in_full = 0;
+};
+
 struct LayerContext {
   const ModelLayout* model = nullptr;
+  const TensorParallel* tp = nullptr;  // tensor parallelism, or nullptr (the layer is whole)
   const Rope* rope = nullptr;
   int64_t batch = 0, seq = 0;
   DropoutKey dropout;

@@ -41,6 +41,9 @@ class UnitProvider {
                                 double grad_scale, int64_t chunk);
   // Full fine-tuning: accumulates d embedding from dx (N, D) of the lookup of ids (N).
   virtual void embed_backward(const ModelLayout& m, const at::Tensor& ids, const at::Tensor& dx);
+  // Tensor parallelism: the layers' collectives over this rank's tensor-parallel group (the units are this rank's
+  // part of the model), or nullptr.
+  virtual const TensorParallel* tensor_parallel() const { return nullptr; }
 };
 
 struct MicroBatch {

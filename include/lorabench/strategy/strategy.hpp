@@ -20,6 +20,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,10 @@ struct InitSource {
   // false: every weight is a small constant instead (the planner's probe: memory and time do not depend on
   // the values, and drawing a vocabulary-sized embedding from a normal distribution costs seconds)
   bool random_values = true;
+  // Where set, fills a unit's buffers instead of the above (tensor parallelism: the full unit from the above, then
+  // this rank's slices of it).
+  std::function<void(const model::ModelLayout& m, int unit, const at::Tensor& compute, const at::Tensor& trainable)>
+      fill;
 };
 
 // Model-state memory of one rank in bytes, from the ZeRO paper's accounting (what the strategy keeps
@@ -99,10 +104,13 @@ struct LocalState {
 };
 
 // hsdp's communicators (comm::split_mesh): this rank's shard group, and the ranks holding the same shard in
-// the other replica groups.
+// the other replica groups. Tensor parallelism's: this rank's tensor-parallel group and, where key/value heads are
+// replicated (model/tensor_parallel.hpp), the ranks of it that hold the same ones (else null).
 struct MeshGroups {
   comm::Communicator* shard = nullptr;
   comm::Communicator* replicate = nullptr;
+  comm::Communicator* tp = nullptr;
+  comm::Communicator* tp_kv = nullptr;
 };
 
 class TrainingStrategy : public model::UnitProvider {
@@ -110,7 +118,10 @@ class TrainingStrategy : public model::UnitProvider {
   // comm may be null only for `single` on one rank. A combination the strategy does not support is a
   // ConfigError. Every tensor of the strategy lives on `dev` (nullptr: device::cpu_device()); with a CUDA
   // device the communicator must take device buffers (NCCL, or MPI behind make_staging_communicator).
-  // hsdp computes on `mesh`'s communicators (both set, split from `comm`); the others ignore it.
+  // hsdp computes on `mesh`'s communicators (both set, split from `comm`); the others ignore them. With
+  // `mesh.tp` of more than one rank the model is split over that group (tensor parallelism, `m` the full model's
+  // layout) and `spec` (single or ddp) is the data-parallel strategy over `comm`, the ranks that hold the same part
+  // (null or one rank: no data parallelism).
   static std::unique_ptr<TrainingStrategy> create(const StrategySpec& spec, const model::ModelLayout& m,
                                                   at::ScalarType dtype, comm::Communicator* comm,
                                                   device::Device* dev = nullptr, const MeshGroups& mesh = {});
@@ -144,6 +155,12 @@ class TrainingStrategy : public model::UnitProvider {
   // Not collective. This rank's own part of the trainable state and its replicated copies, as it holds
   // them (no gather): what checks of a sharded state compare (train/state_check.hpp, the strategy tests).
   virtual LocalState local_state() = 0;
+
+  // The layout the step runs on: the model's (layout()), or with tensor parallelism this rank's part of it.
+  virtual const model::ModelLayout& compute_layout() const { return m_; }
+  // This step's gradient of `unit` after the last end_micro(), as the optimizer will read it (single, ddp, zero1:
+  // the reduced full buffer of the unit); undefined where gradients are sharded.
+  virtual at::Tensor step_grad(int unit) { return at::Tensor(); }
 
   virtual MemoryPrediction predict_memory() const = 0;
   // FSDP: decoder-layer gathers issued ahead of their use so far (prefetches), on this rank.
