@@ -33,6 +33,7 @@
 #include "lorabench/metrics/memory.hpp"
 #include "lorabench/model/gemm.hpp"
 #include "lorabench/model/qwen2.hpp"
+#include "lorabench/model/tensor_parallel.hpp"
 #include "lorabench/train/checkpoint.hpp"
 #include "lorabench/comm/control.hpp"
 #include "lorabench/train/plan.hpp"
@@ -410,16 +411,25 @@ void record_prediction(MpiSession& mpi, const RunConfig& cfg, const RankContext&
   if (!comm::broadcast_status(mpi.world(), refusal.empty(), refusal)) throw ConfigError(refusal);
 }
 
-// Collective: hsdp's mesh, placed on the nodes and split from the data plane; nullptr for the other strategies.
+// Collective: hsdp's mesh, or tensor parallelism's, placed on the nodes and split from the data plane; nullptr for
+// the other runs.
 std::unique_ptr<comm::MeshComms> make_mesh(const RunConfig& cfg, const RankContext& rc, comm::Communicator& world) {
-  if (cfg.parallel.strategy != "hsdp") return nullptr;
+  const int tp = cfg.parallel.tp;
+  if (cfg.parallel.strategy != "hsdp" && tp <= 1) return nullptr;
   comm::Mesh m;
-  try {
-    m = comm::place_mesh(rc.topo, cfg.parallel.dp_replicate);  // the same topology on every rank: all throw alike
+  try {  // the same topology on every rank: all throw alike
+    m = tp > 1 ? comm::place_tp_mesh(rc.topo, tp) : comm::place_mesh(rc.topo, cfg.parallel.dp_replicate);
   } catch (const ConfigError& e) {
     throw ConfigError(cfg.input_path + ": " + e.what());
   }
   auto mc = std::make_unique<comm::MeshComms>(comm::split_mesh(world, m));
+  if (tp > 1) {
+    const int replicas = model::tp_kv_replicas(train::model_shape_of(cfg), tp);
+    if (replicas > 1) mc->tp_kv = mc->tp->split(mc->me.tp / replicas, mc->me.tp);
+    log::info("mesh: " + m.describe() + "; rank:replica.shard.tp " + m.describe_coords() +
+              (replicas > 1 ? strformat("; each key/value head is held by %d ranks", replicas) : std::string()));
+    return mc;
+  }
   log::info("mesh: " + m.describe() + "; rank:replica.shard " + m.describe_coords());
   if (!m.shard_within_node)
     log::warn("mesh: the shard groups span nodes (" + std::to_string(m.dp_shard) + " ranks each, " +
@@ -466,7 +476,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   configure_process(cfg);
   const RankContext rc = bootstrap(mpi.world(), bootstrap_request(cfg));
   std::unique_ptr<comm::Communicator> comm = make_data_plane(mpi.world(), rc, {cfg.fault.comm_delay_ms / 1000.0, {}});
-  const std::unique_ptr<comm::MeshComms> mesh = make_mesh(cfg, rc, *comm);  // hsdp only; destroyed before `comm`
+  const std::unique_ptr<comm::MeshComms> mesh = make_mesh(cfg, rc, *comm);  // hsdp and tp only; destroyed before `comm`
   check_inputs_and_name_run(mpi, cfg, default_name, rc);
   RunDir dir = prepare_run_dir(mpi, cfg);
   try {
@@ -478,7 +488,7 @@ int train_main(MpiSession& mpi, int argc, char** argv) {
   announce(mpi, cfg, rc, *comm, dir);
   if (cfg.run.predict) {
     RunConfig placed = cfg;  // the prediction of the mesh as placed (dp_replicate 0 = one replica per node)
-    if (mesh) placed.parallel.dp_replicate = mesh->mesh.dp_replicate;
+    if (mesh && cfg.parallel.strategy == "hsdp") placed.parallel.dp_replicate = mesh->mesh.dp_replicate;
     record_prediction(mpi, placed, rc, *comm, dir.run.get());
   }
   return train(mpi, cfg, rc, *comm, mesh.get(), dir);

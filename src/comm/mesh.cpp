@@ -9,15 +9,55 @@
 namespace lorabench::comm {
 
 std::string Mesh::describe() const {
+  if (tp > 1)
+    return strformat("dp_replicate %d x dp_shard %d x tp %d (tensor-parallel groups within a node)", dp_replicate,
+                     dp_shard, tp);
   return strformat("dp_replicate %d x dp_shard %d (%s)", dp_replicate, dp_shard,
                    shard_within_node ? "shard groups within a node" : "shard groups span nodes");
 }
 
 std::string Mesh::describe_coords() const {
   std::string s;
-  for (size_t r = 0; r < coords.size(); ++r)
+  for (size_t r = 0; r < coords.size(); ++r) {
     s += strformat("%s%zu:%d.%d", r ? " " : "", r, coords[r].replica, coords[r].shard);
+    if (tp > 1) s += strformat(".%d", coords[r].tp);
+  }
   return s;
+}
+
+namespace {
+
+// Each rank's position when the ranks are ordered by (node, local rank).
+std::vector<int> node_order(const Topology& t) {
+  std::vector<int> order(static_cast<size_t>(t.world_size));
+  for (int r = 0; r < t.world_size; ++r) order[size_t(r)] = r;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    const RankInfo &x = t.ranks[size_t(a)], &y = t.ranks[size_t(b)];
+    return x.node != y.node ? x.node < y.node : x.local_rank < y.local_rank;
+  });
+  return order;
+}
+
+}  // namespace
+
+Mesh place_tp_mesh(const Topology& t, int tp, const std::string& key) {
+  LB_CHECK(static_cast<int>(t.ranks.size()) == t.world_size, "place_tp_mesh: one RankInfo per rank expected");
+  std::map<int, int> per_node;
+  for (const auto& r : t.ranks) ++per_node[r.node];
+  for (const auto& [node, n] : per_node)
+    if (n % tp != 0)
+      throw ConfigError(strformat("%s = %d: node %d has %d ranks; a tensor-parallel group must lie within a node "
+                                  "(its all-reduces run twice per layer and direction), so tp must divide the ranks "
+                                  "of every node",
+                                  key.c_str(), tp, node, n));
+  Mesh m;
+  m.tp = tp;
+  m.dp_replicate = t.world_size / tp;
+  m.dp_shard = 1;
+  m.coords.resize(size_t(t.world_size));
+  const std::vector<int> order = node_order(t);
+  for (int p = 0; p < t.world_size; ++p) m.coords[size_t(order[size_t(p)])] = {p / tp, 0, p % tp};
+  return m;
 }
 
 Mesh consecutive_mesh(int world, int dp_replicate) {
@@ -52,13 +92,7 @@ Mesh place_mesh(const Topology& t, int dp_replicate, const std::string& key) {
                                 "ranks (%d replicas of %d ranks): choose dp_replicate so that the shard group size "
                                 "divides the ranks per node, or is a multiple of it",
                                 key.c_str(), m.dp_shard, local, m.dp_replicate, world));
-  // Position of each rank in (node, local rank) order.
-  std::vector<int> order(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) order[size_t(r)] = r;
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    const RankInfo &x = t.ranks[size_t(a)], &y = t.ranks[size_t(b)];
-    return x.node != y.node ? x.node < y.node : x.local_rank < y.local_rank;
-  });
+  const std::vector<int> order = node_order(t);
   for (int p = 0; p < world; ++p) m.coords[size_t(order[size_t(p)])] = by_position.coords[size_t(p)];
   return m;
 }
@@ -68,11 +102,16 @@ MeshComms split_mesh(Communicator& world, const Mesh& mesh) {
   MeshComms c;
   c.mesh = mesh;
   c.me = mesh.coords[size_t(world.rank())];
-  c.shard = world.split(c.me.replica, c.me.shard);
-  c.replicate = world.split(c.me.shard, c.me.replica);
+  const int tp = mesh.tp;
+  c.shard = world.split(c.me.replica * tp + c.me.tp, c.me.shard);
+  c.replicate = world.split(c.me.shard * tp + c.me.tp, c.me.replica);
   LB_CHECK(c.shard->size() == mesh.dp_shard && c.replicate->size() == mesh.dp_replicate &&
                c.shard->rank() == c.me.shard && c.replicate->rank() == c.me.replica,
            "split_mesh: the sub-communicators do not match the mesh");
+  if (tp > 1) {
+    c.tp = world.split(c.me.replica * mesh.dp_shard + c.me.shard, c.me.tp);
+    LB_CHECK(c.tp->size() == tp && c.tp->rank() == c.me.tp, "split_mesh: the tensor-parallel group does not match");
+  }
   return c;
 }
 

@@ -312,6 +312,12 @@ std::vector<OptionSpec> build_table() {
                       "hsdp: replica groups of the data-parallel mesh (dp_replicate x dp_shard = ranks); each shard "
                       "group is placed inside a node; 0 = one replica per node"));
 
+  t.push_back(int_opt("parallel.tp", &RC::parallel, &ParallelSection::tp, 1, 1, 4096,
+                      "tensor-parallel ranks per group (Megatron style, inside a node): each rank holds whole heads "
+                      "and a slice of the MLP, the embedding and head by vocabulary rows; the groups run "
+                      "parallel.strategy (single: one group; ddp: data parallel across groups); LoRA on Qwen2/Qwen3 "
+                      "(docs/strategies.md)"));
+
   // [checkpoint]
   t.push_back(int_opt("checkpoint.every", &RC::checkpoint, &CheckpointSection::every, 0, 0, imax,
                       "steps between checkpoints; 0 = none"));
@@ -554,9 +560,24 @@ void validate_run_config(const RunConfig& c, const ValidationContext& ctx) {
   ConfigProblems problems(c);
   auto add = [&](const std::string& key, const std::string& msg) { problems.add(key, msg); };
   const auto& p = c.parallel;
-  if (p.strategy == "single" && ctx.world_size > 1)
-    add("parallel.strategy", "single runs on one rank but the job has " + std::to_string(ctx.world_size) +
-                                 " ranks (use ddp, zero1, zero2 or fsdp, or launch one rank)");
+  if (p.strategy == "single" && ctx.world_size > p.tp)
+    add("parallel.strategy", "single runs on one rank" + std::string(p.tp > 1 ? " per tensor-parallel group" : "") +
+                                 " but the job has " + std::to_string(ctx.world_size) + " ranks (use ddp, zero1, "
+                                 "zero2 or fsdp, or launch " + std::to_string(p.tp) + (p.tp > 1 ? " ranks)" : " rank)"));
+  if (p.tp > 1) {
+    if (ctx.world_size % p.tp != 0)
+      add("parallel.tp", std::to_string(p.tp) + " tensor-parallel ranks per group do not divide the " +
+                             std::to_string(ctx.world_size) + " ranks");
+    if (p.strategy != "single" && p.strategy != "ddp")
+      add("parallel.tp", "tensor parallelism combines with parallel.strategy single (one group) or ddp (data "
+                         "parallel across the groups), not " + p.strategy);
+    if (!c.lora.enabled)
+      add("parallel.tp", "tensor parallelism trains LoRA adapters; full fine-tuning (lora.enabled = false) runs with "
+                         "tp = 1");
+    if (!c.model.fused_head)
+      add("parallel.tp", "the unfused reference head (model.fused_head = false) needs the whole head on one rank; "
+                         "tensor parallelism splits it by vocabulary rows");
+  }
   if (p.backend == "nccl" && !ctx.nccl_built)
     add("parallel.backend", "nccl was asked for but this build has no NCCL backend (rebuild with "
                             "-DLORABENCH_WITH_NCCL=ON against a CUDA libtorch, or use mpi)");

@@ -17,7 +17,8 @@ bool has(const std::string& s, const char* part) { return s.find(part) != std::s
 int64_t tp_vocab_rows(const ModelShape& full, int tp) { return (full.vocab_size + tp - 1) / tp; }
 
 int tp_kv_replicas(const ModelShape& full, int tp) {
-  return full.kv_heads % tp == 0 ? 1 : static_cast<int>(tp / full.kv_heads);
+  if (full.kv_heads <= 0 || full.kv_heads % tp == 0 || tp % full.kv_heads != 0) return 1;  // split, or not splittable
+  return static_cast<int>(tp / full.kv_heads);
 }
 
 ModelShape tp_local_shape(const ModelShape& full, int tp, const std::string& key) {

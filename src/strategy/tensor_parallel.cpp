@@ -150,14 +150,16 @@ class TensorParallelStrategy : public TrainingStrategy {
     return full;
   }
 
-  void load_state(const FullState& s) override {
+  FullState part_of(const FullState& s) override {
     FullState local;
     local.step = s.step;
     local.params = to_local(s.params);
     local.exp_avg = to_local(s.exp_avg);
     local.exp_avg_sq = to_local(s.exp_avg_sq);
-    inner_->load_state(local);
+    return local;
   }
+
+  void load_state(const FullState& s) override { inner_->load_state(part_of(s)); }
 
   // In the coordinates of this rank's part (compute_layout()).
   LocalState local_state() override { return inner_->local_state(); }

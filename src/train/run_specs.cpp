@@ -4,9 +4,11 @@
 #include <filesystem>
 
 #include "lorabench/config/options.hpp"
+#include "lorabench/core/error.hpp"
 #include "lorabench/core/strings.hpp"
 #include "lorabench/model/qwen2.hpp"
 #include "lorabench/model/shape.hpp"
+#include "lorabench/model/tensor_parallel.hpp"
 
 namespace lorabench::train {
 
@@ -37,6 +39,14 @@ void check_config_fits_model(const RunConfig& c, const model::ModelShape& shape)
                                                    "Qwen3's, not Qwen3.5's; name one of them on purpose, or train "
                                                    "on data.format = synthetic",
                                                    model.c_str()));
+  }
+  if (c.parallel.tp > 1) {  // whole heads and MLP slices per tensor-parallel rank
+    try {
+      model::tp_local_shape(shape, c.parallel.tp);
+    } catch (const ConfigError& e) {
+      const std::string msg = e.what(), lead = "parallel.tp = " + std::to_string(c.parallel.tp) + ": ";
+      problems.add("parallel.tp", msg.rfind(lead, 0) == 0 ? msg.substr(lead.size()) : msg);
+    }
   }
   const metrics::TransformerShape fs = flops_shape(shape);
   for (int i = 0; i < metrics::kLoraTargetCount; ++i) {
@@ -82,7 +92,10 @@ model::ModelLayout layout_of(const RunConfig& c, const model::ModelShape& shape)
 at::ScalarType dtype_of(const RunConfig& c) { return c.model.dtype == "bf16" ? at::kBFloat16 : at::kFloat; }
 
 data::BatchGeometry batch_geometry_of(const RunConfig& c, int world_size) {
-  return data::BatchGeometry{c.train.micro_batch, c.train.grad_accum, world_size, c.data.seq_len};
+  // The ranks of a tensor-parallel group read the same micro-batches: the data-parallel ranks are world / tp.
+  const int tp = c.parallel.tp;
+  const int dp = tp > 1 && world_size % tp == 0 ? world_size / tp : world_size;
+  return data::BatchGeometry{c.train.micro_batch, c.train.grad_accum, dp, c.data.seq_len};
 }
 
 data::SyntheticSpec synthetic_spec_of(const RunConfig& c, int vocab_size, int world_size) {

@@ -65,10 +65,12 @@ std::string differing(const std::vector<std::array<int64_t, kFields>>& all, Fiel
 
 }  // namespace
 
-StateCheck check_trainable_state(strategy::TrainingStrategy& s, const strategy::FullState& gathered, MPI_Comm comm) {
+StateCheck check_trainable_state(strategy::TrainingStrategy& s, const strategy::FullState& full, MPI_Comm comm) {
   int world = 1;
   MPI_Comm_size(comm, &world);
-  const model::ModelLayout& L = s.layout();
+  // With tensor parallelism: this rank's part, among the ranks that hold the same part (`comm`).
+  const model::ModelLayout& L = s.compute_layout();
+  const strategy::FullState gathered = s.part_of(full);
   const std::string strat = s.name();
   const bool replicated = strat == "single" || strat == "ddp";
   const strategy::LocalState local = s.local_state();

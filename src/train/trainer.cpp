@@ -32,6 +32,7 @@
 #include "lorabench/model/bandwidth.hpp"
 #include "lorabench/model/gemm.hpp"
 #include "lorabench/model/layout.hpp"
+#include "lorabench/model/tensor_parallel.hpp"
 #include "lorabench/model/step.hpp"
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/train/checkpoint.hpp"
@@ -106,7 +107,9 @@ metrics::MemoryBandwidth measure_job_bandwidth(const TrainEnv& env) {
 // What a step must move and compute per rank, by phase (metrics/roofline.hpp; docs/metrics.md).
 void count_step_work(Setup& s, const RunConfig& c, const model::ModelShape& shape, const metrics::LoraSpec& ml,
                      device::Device& dev, const comm::Mesh* mesh) {
-  const metrics::TransformerShape fs = flops_shape(shape);
+  // With tensor parallelism a rank computes and moves its part of the model: its heads, MLP slice and vocabulary rows.
+  const metrics::TransformerShape fs =
+      flops_shape(c.parallel.tp > 1 ? model::tp_local_shape(shape, c.parallel.tp) : shape);
   const bool hsdp = c.parallel.strategy == "hsdp";
   // The ranks that share the optimizer state: hsdp's shard group.
   const int world = hsdp && mesh != nullptr ? mesh->dp_shard : s.geo.world_size;
@@ -354,7 +357,19 @@ class Trainer {
   Trainer(const TrainEnv& env, Setup& s) : env_(env), c_(*env.cfg), s_(s), dev_(device_of(env)), log_(env) {
     rank_ = env.topo->rank;
     world_ = env.topo->world_size;
+    // The ranks that read different data: every rank, or with tensor parallelism one per group (the ranks of
+    // this rank's tp index), which the data, the loss's token count and the state check run over.
+    data_world_ = env.world;
+    if (env.mesh && env.mesh->tp) {
+      LB_MPI_CHECK(MPI_Comm_split(env.world, env.mesh->me.tp, env.mesh->me.replica, &data_world_));
+      tp_ = env.mesh->mesh.tp;
+    }
   }
+  ~Trainer() {
+    if (data_world_ != env_.world && data_world_ != MPI_COMM_NULL) MPI_Comm_free(&data_world_);
+  }
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   // Returns 0, 3 after a non-finite stop, stop::kExitPreempted after a stop signal.
   int run() {
@@ -407,7 +422,7 @@ class Trainer {
  private:
   int run_trial(int trial) {
     auto strat = make_strategy(trial);
-    StepRunner runner(s_.layout, *strat, *s_.source, trial_step_config(), env_.world);
+    StepRunner runner(strat->compute_layout(), *strat, *s_.source, trial_step_config(), data_world_);
     runner.on_phase = [this](int p, bool begin) { on_phase(p, begin); };
     // Checkpoints (checkpoint.every) and resume (checkpoint.resume): see train/checkpoint.hpp.
     Checkpointer ckpt(c_, s_.layout, *s_.source, env_.world, env_.run_dir, env_.run);
@@ -434,8 +449,11 @@ class Trainer {
   // The trial's strategy, with the weights loaded or initialised on every rank.
   std::unique_ptr<strategy::TrainingStrategy> make_strategy(int trial) {
     strategy::MeshGroups groups;
-    if (env_.mesh) groups = {env_.mesh->shard.get(), env_.mesh->replicate.get()};
-    auto strat = strategy::TrainingStrategy::create(s_.spec, s_.layout, s_.dtype, env_.comm, &dev_, groups);
+    comm::Communicator* data_plane = env_.comm;
+    if (env_.mesh) groups = {env_.mesh->shard.get(), env_.mesh->replicate.get(), env_.mesh->tp.get(),
+                             env_.mesh->tp_kv.get()};
+    if (groups.tp) data_plane = env_.mesh->replicate.get();  // the data-parallel ranks: one per tensor-parallel group
+    auto strat = strategy::TrainingStrategy::create(s_.spec, s_.layout, s_.dtype, data_plane, &dev_, groups);
     strategy::InitSource src;
     src.seed = c_.run.seed;
     src.snapshot = s_.snapshot.get();
@@ -516,12 +534,15 @@ class Trainer {
     const comm::CommStats c0 = env_.comm->stats();
     const comm::CommStats shard0 = env_.mesh ? env_.mesh->shard->stats() : comm::CommStats{};
     const comm::CommStats rep0 = env_.mesh ? env_.mesh->replicate->stats() : comm::CommStats{};
+    const comm::CommStats tp0 = env_.mesh && env_.mesh->tp ? env_.mesh->tp->stats() : comm::CommStats{};
     env_.comm->take_timeline();  // drops collectives between steps (checkpoints): not part of a step
     StepResult r = runner.run(step);
     if (env_.mesh) {  // bytes per mesh dimension and collective (the step row has them summed)
       for (int k = 0; k < comm::kNumCollectiveKinds; ++k) {
         mesh_bytes_[0][size_t(k)] += double(env_.mesh->shard->stats().bytes[size_t(k)] - shard0.bytes[size_t(k)]);
         mesh_bytes_[1][size_t(k)] += double(env_.mesh->replicate->stats().bytes[size_t(k)] - rep0.bytes[size_t(k)]);
+        if (env_.mesh->tp)
+          mesh_bytes_[2][size_t(k)] += double(env_.mesh->tp->stats().bytes[size_t(k)] - tp0.bytes[size_t(k)]);
       }
       ++mesh_steps_;
     }
@@ -576,8 +597,8 @@ class Trainer {
   // Every train.eval_every steps and after the last: the held-out loss, logged and in the run file.
   void evaluate_after(strategy::TrainingStrategy& strat, int trial, int64_t step) {
     if (!s_.eval_source || ((step + 1) % c_.train.eval_every != 0 && step + 1 != c_.run.steps)) return;
-    const EvalResult e = evaluate(s_.layout, strat, *s_.eval_source, s_.eval_samples, s_.geo.micro_batch,
-                                  s_.step.options, env_.world);
+    const EvalResult e = evaluate(strat.compute_layout(), strat, *s_.eval_source, s_.eval_samples,
+                                  s_.geo.micro_batch, s_.step.options, data_world_);
     log::info(strformat("eval  after step %lld: loss %.4f  perplexity %.3f  (%lld samples, %lld tokens, %.2f s)",
                         (long long)(step + 1), e.loss, std::exp(e.loss), (long long)e.samples, (long long)e.tokens,
                         e.seconds));
@@ -601,7 +622,7 @@ class Trainer {
                          "(%s)", rank_, where.empty() ? "it owns nothing" : where.c_str()));
     }
     // What each rank holds itself, against the other ranks and the gathered state (train/state_check.hpp).
-    StateCheck sc_end = check_trainable_state(strat, st, env_.world);
+    StateCheck sc_end = check_trainable_state(strat, st, data_world_);
     if (!sc_end.passed && c_.run.repeat > 1) sc_end.detail = strformat("trial %d: ", trial) + sc_end.detail;
     if (trial == 0 || (state_check_.passed && !sc_end.passed)) state_check_ = sc_end;
     if (trial == c_.run.repeat - 1 && stopped_signal_ == 0) save_outputs(strat, st);
@@ -644,7 +665,10 @@ class Trainer {
   void fill_row(std::vector<double>& row, int trial, int64_t step, const StepResult& r, const comm::CommStats& c0,
                 const comm::CommStats& c1) {
     const StepTimes& t = r.times;
-    const double flops = double(r.tokens) * s_.flops_per_token;
+    // A tensor-parallel rank's share of its group's tokens (and so of their FLOPs): the ranks' rows add up to the
+    // tokens the job trained on.
+    const double tokens = double(r.tokens) / tp_;
+    const double flops = tokens * s_.flops_per_token;
     row[schema::kTrial] = trial;
     row[schema::kStep] = double(step);
     row[schema::kRank] = rank_;
@@ -652,8 +676,8 @@ class Trainer {
     row[schema::kLr] = r.lr;
     row[schema::kGradNorm] = r.grad_norm;
     row[schema::kClipped] = r.clipped ? 1 : 0;
-    row[schema::kTokens] = double(r.tokens);
-    row[schema::kLossTokens] = double(r.loss_tokens);
+    row[schema::kTokens] = tokens;
+    row[schema::kLossTokens] = double(r.loss_tokens) / tp_;
     row[schema::kStepS] = t.step;
     row[schema::kDataS] = t.data;
     row[schema::kForwardS] = t.forward;
@@ -664,7 +688,7 @@ class Trainer {
     // Filled by rank 0 at the flush, from every rank's timeline (fill_cross_rank_columns).
     row[schema::kWaitPeersS] = row[schema::kTransferS] = NAN;
     row[schema::kStepStragglerRatio] = row[schema::kStepSlowestRank] = NAN;
-    row[schema::kTokensPerS] = double(r.tokens) / t.step;
+    row[schema::kTokensPerS] = tokens / t.step;
     row[schema::kFlops] = flops;
     row[schema::kMfu] = flops / t.step / s_.peak.flops_per_s;
     const device::MemoryStats mem = dev_.memory();
@@ -740,13 +764,15 @@ class Trainer {
   device::Device& dev_;
   StepLog log_;
   int rank_ = 0, world_ = 1;
+  MPI_Comm data_world_ = MPI_COMM_NULL;
+  int tp_ = 1;  // tensor-parallel ranks per group
   std::unique_ptr<metrics::PhaseCounters> counters_;
   metrics::TraceRecorder trace_;
   strategy::MemoryPrediction prediction_;
   comm::ClockOffsets clocks_;
   int64_t prefetched_layers_ = 0;
   // hsdp: bytes this rank handed to the dp_shard and dp_replicate dimensions' collectives, by kind
-  std::array<std::array<double, comm::kNumCollectiveKinds>, 2> mesh_bytes_{};
+  std::array<std::array<double, comm::kNumCollectiveKinds>, 3> mesh_bytes_{};  // dp_shard, dp_replicate, tp
   int64_t mesh_steps_ = 0;  // in this many steps
   int64_t clipped_steps_ = 0, skipped_steps_ = 0, empty_steps_ = 0;
   bool losses_finite_ = true;
@@ -804,8 +830,8 @@ void Trainer::write_summary(io::RunFileWriter& run) {
   write_run_summary(run, sum);
   if (env_.mesh && mesh_steps_ > 0) {  // docs/hdf5-schema.md, /metrics/summary
     run.write_summary("mesh", env_.mesh->mesh.describe());
-    const char* dims[2] = {"dp_shard", "dp_replicate"};
-    for (size_t d = 0; d < 2; ++d) {
+    const char* dims[3] = {"dp_shard", "dp_replicate", "tp"};
+    for (size_t d = 0; d < (env_.mesh->tp ? 3u : 2u); ++d) {
       double total = 0;
       for (int k = 0; k < comm::kNumCollectiveKinds; ++k) {
         const double b = mesh_bytes_[d][size_t(k)] / double(mesh_steps_);

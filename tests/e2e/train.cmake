@@ -1,5 +1,5 @@
 # End-to-end: the real lorabench binary on the tiny preset, one rank and under mpirun; label e2e.
-foreach(case single ddp errors existing help keys nan trace forward eval plan verdict)
+foreach(case single ddp errors existing help keys nan trace forward eval tp plan verdict)
   add_test(NAME e2e_train_${case}
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/train_e2e.sh ${case} $<TARGET_FILE:lorabench>
                    $<TARGET_FILE:lorabench_e2e_check> ${CMAKE_CURRENT_BINARY_DIR}/e2e_train_${case}

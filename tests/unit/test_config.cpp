@@ -151,6 +151,32 @@ TEST(Config, HsdpMeshKeys) {
       << e;
 }
 
+TEST(Config, TensorParallelKeys) {
+  // parallel.tp divides the ranks; its groups run single (one group) or ddp; LoRA only; the fused head.
+  RunConfig c = parse_run_config("t.ini", "[parallel]\nstrategy = ddp\ntp = 4\n", {});
+  std::string e = validate_error(c, 6);
+  EXPECT_NE(e.find("t.ini:3: parallel.tp: 4 tensor-parallel ranks per group do not divide the 6 ranks"),
+            std::string::npos)
+      << e;
+  c = parse_run_config("t.ini", "[parallel]\nstrategy = zero2\ntp = 2\n", {});
+  e = validate_error(c, 4);
+  EXPECT_NE(e.find("parallel.tp: tensor parallelism combines with parallel.strategy single (one group) or ddp"),
+            std::string::npos)
+      << e;
+  c = parse_run_config("t.ini", "[parallel]\ntp = 2\n[lora]\nenabled = false\n", {});
+  e = validate_error(c, 2);
+  EXPECT_NE(e.find("parallel.tp: tensor parallelism trains LoRA adapters"), std::string::npos) << e;
+  // single is one tensor-parallel group: tp ranks, not more.
+  c = parse_run_config("t.ini", "[parallel]\ntp = 2\n", {});
+  EXPECT_NO_THROW(validate_run_config(c, ValidationContext{2, false, false}));
+  e = validate_error(c, 4);
+  EXPECT_NE(e.find("parallel.strategy: single runs on one rank per tensor-parallel group but the job has 4 ranks"),
+            std::string::npos)
+      << e;
+  c = parse_run_config("t.ini", "[parallel]\nstrategy = ddp\ntp = 2\n", {});
+  EXPECT_NO_THROW(validate_run_config(c, ValidationContext{4, false, false}));
+}
+
 TEST(Config, CudaAttentionKernel) {
   // model.cuda_attention: auto by default; flash has no fp32 kernel, refused naming the key and its line.
   RunConfig c = lorabench::default_run_config();

@@ -21,17 +21,25 @@ namespace lorabench::comm {
 struct MeshCoord {
   int replica = 0;  // index along dp_replicate
   int shard = 0;    // index along dp_shard
+  int tp = 0;       // index along tp
 };
 
 struct Mesh {
-  int dp_replicate = 1, dp_shard = 1;  // dp_replicate * dp_shard = world size
-  bool shard_within_node = true;       // every shard group on one node
+  int dp_replicate = 1, dp_shard = 1, tp = 1;  // dp_replicate * dp_shard * tp = world size
+  bool shard_within_node = true;       // every shard group (every tensor-parallel group) on one node
   std::vector<MeshCoord> coords;       // every rank's, in rank order
-  // "dp_replicate 2 x dp_shard 2 (shard groups within a node)"
+  // "dp_replicate 2 x dp_shard 2 (shard groups within a node)", "dp_replicate 2 x tp 2 (tensor-parallel groups
+  // within a node)"
   std::string describe() const;
-  // "0:0.0 1:0.1 2:1.0 3:1.1" (rank:replica.shard)
+  // "0:0.0 1:0.1 2:1.0 3:1.1" (rank:replica.shard), with tensor parallelism rank:replica.shard.tp
   std::string describe_coords() const;
 };
+
+// The tensor-parallel mesh of `t`'s ranks: groups of `tp` ranks of one node (consecutive local ranks), the groups
+// data-parallel replicas of each other (dp_replicate = world / tp, dp_shard 1). Throws ConfigError naming `key`
+// when tp does not divide the ranks of every node (a group across nodes would all-reduce activations over the
+// network twice per layer and direction).
+Mesh place_tp_mesh(const Topology& t, int tp, const std::string& key = "parallel.tp");
 
 // The mesh of `t`'s ranks with `dp_replicate` replicas (0: one per node). Throws ConfigError naming
 // `key` when dp_replicate does not divide the ranks, the nodes hold different numbers of ranks, or the shard
@@ -44,11 +52,14 @@ Mesh consecutive_mesh(int world, int dp_replicate);
 
 // A mesh's communicators on this rank, split from the world's data plane (Communicator::split), which must
 // outlive them: `shard` holds this rank's shard group (ranks of one replica, ranked by shard index),
-// `replicate` the ranks that hold the same shard in every replica (ranked by replica index).
+// `replicate` the ranks that hold the same shard in every replica (ranked by replica index); with tensor
+// parallelism `tp` the rank's tensor-parallel group (ranked by tp index), and shard and replicate are those of the
+// ranks with the same tp index. `tp_kv` (set by the caller, who knows the model): the ranks of the tp group that
+// hold the same key/value heads, where they are replicated.
 struct MeshComms {
   Mesh mesh;
   MeshCoord me;
-  std::unique_ptr<Communicator> shard, replicate;
+  std::unique_ptr<Communicator> shard, replicate, tp, tp_kv;
 };
 
 // Collective over `world` (world.rank() is the rank of mesh.coords).

@@ -90,6 +90,7 @@ struct ParallelSection {
   bool prefetch_within_peak = true;  // FSDP: only prefetches that keep tensor memory within the peak so far
   int emulate_nodes = 0;        // split one host's ranks into this many emulated nodes (0/1 = off)
   int dp_replicate = 0;         // hsdp: replica groups of the data-parallel mesh (0 = one per node)
+  int tp = 1;                   // tensor-parallel ranks per group (1: none)
 };
 
 struct CheckpointSection {

@@ -158,6 +158,9 @@ class TrainingStrategy : public model::UnitProvider {
 
   // The layout the step runs on: the model's (layout()), or with tensor parallelism this rank's part of it.
   virtual const model::ModelLayout& compute_layout() const { return m_; }
+  // Not collective. This rank's part of a full state (gather_state()'s, in layout()) in compute_layout()'s
+  // coordinates, those of local_state(): the state itself, or with tensor parallelism this rank's slices of it.
+  virtual FullState part_of(const FullState& full) { return full; }
   // This step's gradient of `unit` after the last end_micro(), as the optimizer will read it (single, ddp, zero1:
   // the reduced full buffer of the unit); undefined where gradients are sharded.
   virtual at::Tensor step_grad(int unit) { return at::Tensor(); }

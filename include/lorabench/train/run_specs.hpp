@@ -32,6 +32,7 @@ model::KernelOptions kernel_options_of(const RunConfig& c);
 model::ModelLayout layout_of(const RunConfig& c, const model::ModelShape& shape);
 
 // train.micro_batch, train.grad_accum, data.seq_len and the job's data-parallel ranks.
+// world_size: the job's ranks; the geometry's are the data-parallel ones (world_size / parallel.tp).
 data::BatchGeometry batch_geometry_of(const RunConfig& c, int world_size);
 // Synthetic tokens over the model's vocabulary (data.format = synthetic).
 data::SyntheticSpec synthetic_spec_of(const RunConfig& c, int vocab_size, int world_size);

@@ -35,7 +35,9 @@ struct StateCheck {
   std::string detail;
 };
 
-// Collective over `comm`. `gathered` is what s.gather_state() returned on this rank (any device).
+// Collective over `comm`. `gathered` is what s.gather_state() returned on this rank (any device). With tensor
+// parallelism `comm` holds the ranks with the same part of the model (one per tensor-parallel group), and the
+// check is of that part (TrainingStrategy::part_of).
 StateCheck check_trainable_state(strategy::TrainingStrategy& s, const strategy::FullState& gathered, MPI_Comm comm);
 
 // Fault injection (fault.drift_rank) and the tests' broken variants: moves the first element of this rank's
