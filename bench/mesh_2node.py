@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""HSDP against FSDP across two nodes whose link is as slow as a real network is per core (issue 47, item 4;
-docs/strategies.md, "HSDP").
+"""HSDP and tensor parallelism x DDP against FSDP across two nodes whose link is as slow as a real network is per
+core (issue 47, item 4; docs/strategies.md, "HSDP" and "Tensor parallelism").
 
 Brings up the two-node Slurm cluster of docs/multinode.md on this machine (scripts/slurm/slurm_up_2node.sh:
 network namespaces lbnode0 and lbnode1 joined by a veth pair, lbnet), limits the link in both directions
 with a token bucket (tc qdisc tbf on each end of lbnet), and runs `srun -N 2 -n 4 lorabench inputs/fsdp.ini`
-(2 ranks per node) with each strategy and model, in alternating rounds. Per run: the step time and tokens/s
+(2 ranks per node) with each strategy and model, in alternating rounds. A strategy written `tpT+S` runs S across
+tensor-parallel groups of T ranks (`parallel.tp = T`, each group inside a node): `tp2+ddp` is TP 2 x DP 2. Per run: the step time and tokens/s
 of the run file, the bytes the step's collectives handed to the communicator (`comm_bytes`, and for hsdp per
 mesh dimension), and the bytes that crossed the link (lbnet's counters on lbnode1, received plus sent, over
 the whole run, divided by the steps run: start-up and the end's gathers of the LoRA state are included).
@@ -38,7 +39,16 @@ ROOT = os.path.dirname(HERE)
 SLURM = os.path.join(ROOT, "scripts", "slurm")
 EVIDENCE_KEYS = ["strategy", "world_size", "model", "dtype", "step_time_median_s", "step_time_mean_s",
                  "tokens_per_s_mean", "mem_peak_bytes_max", "rss_peak_bytes_max", "measured_steps", "mesh",
-                 "comm_bytes_per_step_dp_shard", "comm_bytes_per_step_dp_replicate", "loss_first", "loss_last"]
+                 "comm_bytes_per_step_dp_shard", "comm_bytes_per_step_dp_replicate", "comm_bytes_per_step_tp",
+                 "loss_first", "loss_last"]
+
+
+def strategy_sets(strategy):
+    """The --set overrides of a strategy name: "fsdp", or "tp2+ddp" (parallel.tp = 2, parallel.strategy = ddp)."""
+    if strategy.startswith("tp") and "+" in strategy:
+        tp, inner = strategy[2:].split("+", 1)
+        return ["--set", f"parallel.strategy={inner}", "--set", f"parallel.tp={int(tp)}"]
+    return ["--set", f"parallel.strategy={strategy}"]
 
 
 def sh(cmd, log=None, check=True):
@@ -73,7 +83,7 @@ def interrupted(signum, frame):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--presets", default="qwen2.5-0.5b,qwen2.5-1.5b")
-    ap.add_argument("--strategies", default="fsdp,hsdp")
+    ap.add_argument("--strategies", default="fsdp,hsdp,tp2+ddp")
     ap.add_argument("--rate", default="1.5gbit", help="tc tbf rate of each direction of the link (default 1.5gbit)")
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--repeats", type=int, default=1)
@@ -111,8 +121,8 @@ def main():
             for preset, strategy in configs:
                 name = f"{preset}-{strategy}-r{rep}"
                 cmd = on(cluster, "lbnode0", "srun", "-N", "2", "-n", "4", "--time=60", a.bin,
-                         os.path.join(ROOT, "inputs", "fsdp.ini"), "--set", f"model.preset={preset}", "--set",
-                         f"parallel.strategy={strategy}", "--set", f"run.steps={a.steps}", "--set", "run.warmup_steps=1",
+                         os.path.join(ROOT, "inputs", "fsdp.ini"), "--set", f"model.preset={preset}",
+                         *strategy_sets(strategy), "--set", f"run.steps={a.steps}", "--set", "run.warmup_steps=1",
                          "--set", "run.predict=false", "--set", "run.quiet=true", "--set", f"run.output_dir={out}",
                          "--set", f"run.name={name}", "--set", "checkpoint.save_adapter=false", *extra)
                 b0, t0 = link_bytes(cluster), time.time()
@@ -123,6 +133,7 @@ def main():
                 r = dict(run=name, step=s["step_time_median_s"], tps=s["tokens_per_s_mean"], link_bytes=b1 - b0,
                          link_per_step=(b1 - b0) / a.steps, wall=wall, mem=s["mem_peak_bytes_max"],
                          replicate=s.get("comm_bytes_per_step_dp_replicate"), shard=s.get("comm_bytes_per_step_dp_shard"),
+                         tp=s.get("comm_bytes_per_step_tp"), loss_first=s.get("loss_first"),
                          run_file=record)
                 runs.setdefault((preset, strategy), []).append(r)
                 print(f"round {rep}, {name}: step {r['step']:.2f} s, {r['tps']:.1f} tokens/s, "
@@ -133,19 +144,25 @@ def main():
     rows = []
     for (preset, strategy), rs in runs.items():
         med = {k: statistics.median(r[k] for r in rs) for k in ("step", "tps", "link_per_step", "mem")}
-        rows.append(dict(preset=preset, strategy=strategy, **med, runs=len(rs)))
+        # What stays inside a node (tensor parallelism's all-reduces), and the step-0 loss, which every strategy of
+        # a model must share (the same weights and tokens).
+        tp = [r["tp"] for r in rs if r.get("tp") is not None]
+        rows.append(dict(preset=preset, strategy=strategy, **med, runs=len(rs), tp_per_step=statistics.median(tp) if tp else None,
+                         loss_first=rs[0].get("loss_first")))
     for r in rows:
         ref = next((x for x in rows if x["preset"] == r["preset"] and x["strategy"] == "fsdp"), None)
         r["speedup_vs_fsdp"] = ref["step"] / r["step"] if ref else None
         r["link_vs_fsdp"] = r["link_per_step"] / ref["link_per_step"] if ref and ref["link_per_step"] else None
     lines = [f"2 nodes x 2 ranks, link {a.rate} each way (tc tbf), {a.steps} steps (1 warm-up), medians of "
              f"{a.repeats} run(s); host noise before {noise_before['line']}, after {noise_after['line']}", "",
-             "| model | strategy | step (s) | tokens/s | MiB over the link / step | peak tensor MiB / rank | "
-             "step vs fsdp | link bytes vs fsdp |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| model | strategy | step (s) | tokens/s | MiB over the link / step | MiB in the tp group / step | "
+             "peak tensor MiB / rank | step vs fsdp | link bytes vs fsdp | step-0 loss |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
+        tpm = f"{r['tp_per_step'] / 2**20:.1f}" if r["tp_per_step"] is not None else "-"
         lines.append(f"| {r['preset']} | {r['strategy']} | {r['step']:.3f} | {r['tps']:.1f} | "
-                     f"{r['link_per_step'] / 2**20:.1f} | {r['mem'] / 2**20:.0f} | "
-                     f"{r['speedup_vs_fsdp']:.2f}x | {r['link_vs_fsdp']:.3f} |")
+                     f"{r['link_per_step'] / 2**20:.1f} | {tpm} | {r['mem'] / 2**20:.0f} | "
+                     f"{r['speedup_vs_fsdp']:.2f}x | {r['link_vs_fsdp']:.3f} | {r['loss_first']:.6f} |")
     table = "\n".join(lines) + "\n"
     with open(os.path.join(out, "mesh.md"), "w") as f:
         f.write(table)
@@ -157,7 +174,7 @@ def main():
         body = {"settings": settings, "table": {"rows": rows},
                 "runs": [{"preset": p, "strategy": st, "rounds": rs} for (p, st), rs in runs.items()]}
         noise = {"before": noise_before, "after": noise_after, "quiet_cv": QUIET_CV}
-        print("evidence: " + evidence.write(a.evidence, "mesh", "HSDP against FSDP across two nodes on a slow link "
+        print("evidence: " + evidence.write(a.evidence, "mesh", "HSDP and TP x DP against FSDP across two nodes on a slow link "
                                             "(bench/mesh_2node.py)", started, machine, noise, body, "mesh"))
     return 0
 

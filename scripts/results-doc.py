@@ -227,10 +227,16 @@ def mesh_section(path, ev, out_dir):
                  "and sent, over the whole run / steps")
     header = ["model", "strategy", "step (s)", "tokens/s", "MiB over the link / step", "peak tensor MiB / rank",
               "step time fsdp / this", "link bytes this / fsdp"]
-    return lines + table(header, [
-        [r["preset"], r["strategy"], fmt("seconds", r["step"]), fmt("rate", r["tps"]),
-         fmt("bytes_mib", r["link_per_step"]), fmt("bytes_mib", r["mem"]), fmt("ratio", r["speedup_vs_fsdp"]) + "x",
-         fmt("seconds", r["link_vs_fsdp"])] for r in t["rows"]])
+    rows = [[r["preset"], r["strategy"], fmt("seconds", r["step"]), fmt("rate", r["tps"]),
+             fmt("bytes_mib", r["link_per_step"]), fmt("bytes_mib", r["mem"]), fmt("ratio", r["speedup_vs_fsdp"]) + "x",
+             fmt("seconds", r["link_vs_fsdp"])] for r in t["rows"]]
+    if any("loss_first" in r for r in t["rows"]):  # evidence since tensor parallelism: the tp group's bytes, step-0 loss
+        header[5:5] = ["MiB in the tp group / step"]
+        header.append("step-0 loss")
+        for row, r in zip(rows, t["rows"]):
+            row[5:5] = [fmt("bytes_mib", r["tp_per_step"]) if r.get("tp_per_step") is not None else "-"]
+            row.append(f"{r['loss_first']:.6f}" if r.get("loss_first") is not None else "-")
+    return lines + table(header, rows)
 
 
 def crossover_section(path, ev, out_dir):
