@@ -44,10 +44,13 @@ EVIDENCE_KEYS = ["strategy", "world_size", "model", "dtype", "step_time_median_s
 
 
 def strategy_sets(strategy):
-    """The --set overrides of a strategy name: "fsdp", or "tp2+ddp" (parallel.tp = 2, parallel.strategy = ddp)."""
+    """The --set overrides of a strategy name: "fsdp", or "tp2+ddp" (parallel.tp = 2, parallel.strategy = ddp, and
+    train.grad_accum = 2: the T ranks of a group read one micro-batch, so T micro-steps keep the global batch of the
+    other rows, 4 sequences per step, and their step times compare)."""
     if strategy.startswith("tp") and "+" in strategy:
         tp, inner = strategy[2:].split("+", 1)
-        return ["--set", f"parallel.strategy={inner}", "--set", f"parallel.tp={int(tp)}"]
+        return ["--set", f"parallel.strategy={inner}", "--set", f"parallel.tp={int(tp)}", "--set",
+                f"train.grad_accum={int(tp)}"]
     return ["--set", f"parallel.strategy={strategy}"]
 
 

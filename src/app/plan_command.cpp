@@ -77,8 +77,10 @@ void print_plan_help() {
       "models on that device, plus collectives over the bus bandwidth) for each strategy and world size,\n"
       "before anything is allocated at full size. docs/plan.md.\n"
       "  -n N            world sizes (repeatable or comma-separated; default 1,2,4)\n"
-      "  --strategy L    strategies (default: single for 1 rank, ddp,zero1,zero2,fsdp for more, and hsdp\n"
-      "                  when --ranks-per-node puts the ranks on several nodes)\n"
+      "  --strategy L    strategies (default: single for 1 rank, ddp,zero1,zero2,fsdp for more, hsdp\n"
+      "                  when --ranks-per-node puts the ranks on several nodes, and tpT+ddp / tpT+single\n"
+      "                  (parallel.tp = T, groups inside a node) where the model splits into T parts);\n"
+      "                  with several, each world size's fitting rows are ranked by predicted step time\n"
       "  --ranks-per-node K  ranks sharing this node's CPUs and memory (default: all of them; on GPUs, one\n"
       "                  per GPU of this node with NCCL, all of them sharing its GPUs with the mpi backend)\n"
       "  --comm RUN.h5   bus bandwidths from a `lorabench comm` run file (default: measured on the ranks\n"
@@ -103,9 +105,17 @@ train::PlanOptions plan_options(const PlanArgs& a) {
   train::PlanOptions o;
   o.worlds = a.worlds.empty() ? std::vector<int>{1, 2, 4} : parse_worlds(a.worlds);
   if (!a.strategies.empty()) o.strategies = split(a.strategies, ',');
-  for (const auto& s : o.strategies)
+  for (const auto& name : o.strategies) {
+    std::string s;
+    try {
+      s = train::split_tp_strategy(name).first;
+    } catch (const ConfigError& e) {
+      throw ConfigError(std::string("plan: --strategy: ") + e.what());
+    }
     if (s != "single" && s != "ddp" && s != "zero1" && s != "zero2" && s != "fsdp" && s != "hsdp")
-      throw ConfigError("plan: --strategy: unknown strategy \"" + s + "\" (single, ddp, zero1, zero2, fsdp, hsdp)");
+      throw ConfigError("plan: --strategy: unknown strategy \"" + name +
+                        "\" (single, ddp, zero1, zero2, fsdp, hsdp; tpT+single, tpT+ddp for tensor parallelism)");
+  }
   o.ranks_per_node = a.ranks_per_node;
   o.probe = !a.no_probe;
   return o;

@@ -390,7 +390,7 @@ void record_prediction(MpiSession& mpi, const RunConfig& cfg, const RankContext&
     if (!probed) log::warn(probe.skipped + ": the prediction has the activations' lower bound and no times");
     train::PlanOptions po;
     po.worlds = {mpi.size()};
-    po.strategies = {cfg.parallel.strategy};
+    po.strategies = {train::plan_strategy_name(cfg)};
     po.ranks_per_node = rc.topo.host_local_size;
     po.node_cpus = cpus;
     plan_on_device(po, rc);

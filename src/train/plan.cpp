@@ -22,6 +22,7 @@
 #include "lorabench/metrics/memory.hpp"
 #include "lorabench/metrics/roofline.hpp"
 #include "lorabench/model/layout.hpp"
+#include "lorabench/model/tensor_parallel.hpp"
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/comm/control.hpp"
 #include "lorabench/train/run_specs.hpp"
@@ -519,16 +520,86 @@ void predict_time(PlanRow& r, const PlanInputs& in, double oversub, const CommBa
   r.tokens_per_s = double(r.world) * in.accum * double(in.N) / r.step_s;
 }
 
-PlanRow plan_row(const PlanInputs& in, const std::string& st, int w, const CommBandwidth& bw) {
+// A tensor-parallel row: `inner` (single or ddp) across w / T groups of T ranks, each rank holding its part.
+void plan_tp_row(PlanRow& r, const PlanInputs& in, const std::string& inner, const CommBandwidth& bw) {
+  const int T = r.tp, dp = r.world / T;
+  r.dp_replicate = dp;
+  const model::ModelShape part = model::tp_local_shape(in.shape, T);
+  model::ModelLayout pl = model::build_layout(part, in.layout.lora);
+  const strategy::MemoryPrediction ms = strategy::predict_model_state(inner, pl, in.dtype, dp);
+  r.model_state = ms.total();
+  r.formula = ms.formula + strformat(" of a 1/%d part", T);
+  const int64_t whole = activation_lower_bound(in.c, in.shape, in.N), mine = activation_lower_bound(in.c, part, in.N);
+  const double share = whole > 0 ? double(mine) / double(whole) : 1.0;
+  r.activations = in.probe ? int64_t(double(in.probe->activation_bytes) * share) : mine;
+  r.tensor_peak = r.model_state + r.activations + (in.probe ? in.probe->persistent_bytes : 0);
+  bool enough_gpus = true;
+  const double oversub = place_on_node(r, in, &enough_gpus);
+  if (!in.probe) return;
+  const metrics::LoraSpec ml = metrics::LoraSpec::from_names(in.c.lora.enabled, in.c.lora.r, in.c.lora.targets);
+  const int64_t T_seq = batch_geometry_of(in.c, 1).seq_len;
+  const double f_whole = double(metrics::training_flops_per_token(flops_shape(in.shape), ml, T_seq).total());
+  const double f_part = double(metrics::training_flops_per_token(flops_shape(part), ml, T_seq).total());
+  const double fshare = f_whole > 0 ? f_part / f_whole : 1.0;
+  const double pshare = in.pt > 0 ? double(pl.trainable_params()) / double(in.pt) : 1.0;
+  r.compute_s = (in.accum * in.probe->micro_s * fshare + in.probe->optimizer_s * pshare) * oversub;
+  // Per micro-step inside the group: per layer two all-reduces of N x D forward (three with the recomputation of
+  // activation checkpointing) and two backward; the embedding's rows (N x D) and the head's input gradient (fp32).
+  const double act = double(in.N * in.D * in.ds);
+  const double fwd = in.c.model.activation_checkpointing ? 4 : 2;
+  const double per_micro = double(in.shape.layers) * (fwd + 2) * transfer_s(bw, "all_reduce", act, T) +
+                           transfer_s(bw, "all_reduce", act, T) +
+                           transfer_s(bw, "all_reduce", double(in.N * in.D * 4), T);
+  RunConfig cc = in.c;
+  cc.parallel.strategy = inner;
+  const int syncs = strategy_spec_of(cc).sync_every_micro ? in.accum : 1;
+  const double grads = double(pl.trainable_params()) * 4;
+  r.comm_s = r.world > 1 && !bw.known() ? NAN
+                                         : in.accum * per_micro + (inner == "ddp" ? syncs * transfer_s(bw, "all_reduce", grads, dp) : 0.0);
+  r.step_s = r.compute_s + r.comm_s;
+  r.tokens_per_s = double(dp) * in.accum * double(in.N) / r.step_s;
+}
+
+// Unless told: CPU ranks all on this node; GPU ranks on nodes like this one, one rank per GPU (NCCL), or all on
+// this node sharing its GPUs (parallel.backend = mpi).
+int ranks_per_node(const PlanInputs& in, int w) {
+  const PlanOptions& o = in.o;
+  return o.ranks_per_node > 0 ? std::min(w, o.ranks_per_node) : o.gpu && !o.share_gpus ? std::min(w, in.gpus) : w;
+}
+
+PlanRow plan_row(const PlanInputs& in, const std::string& name, int w, const CommBandwidth& bw) {
   const PlanOptions& o = in.o;
   PlanRow r;
-  r.strategy = st;
+  const auto [st, tp] = split_tp_strategy(name);
+  r.strategy = name;
   r.world = w;
-  // Unless told: CPU ranks all on this node; GPU ranks on nodes like this one, one rank per GPU (NCCL), or
-  // all on this node sharing its GPUs (parallel.backend = mpi).
-  r.ranks_per_node = o.ranks_per_node > 0       ? std::min(w, o.ranks_per_node)
-                     : o.gpu && !o.share_gpus ? std::min(w, in.gpus)
-                                              : w;
+  r.tp = tp;
+  r.ranks_per_node = ranks_per_node(in, w);
+  if (tp > 1) {  // refused as a run would refuse it
+    std::string why;
+    if (w % tp != 0) why = strformat("%d tensor-parallel ranks do not divide %d ranks", tp, w);
+    else if (r.ranks_per_node % tp != 0) why = strformat("a tensor-parallel group of %d ranks must lie within a node of %d", tp, r.ranks_per_node);
+    else if (st != "ddp" && !(st == "single" && w == tp)) why = "tensor parallelism runs with single (one group) or ddp";
+    else if (in.layout.full_finetune) why = "tensor parallelism trains LoRA adapters";
+    if (why.empty()) {
+      try {
+        model::tp_local_shape(in.shape, tp);
+      } catch (const ConfigError& e) {
+        why = e.what();
+      }
+    }
+    if (!why.empty()) {
+      r.fits = false;
+      r.note = why;
+      return r;
+    }
+    plan_tp_row(r, in, st, bw);
+    if (!r.fits)
+      r.note = strformat("does not fit: needs %s per rank, %s available%s",
+                         format_bytes(double(o.gpu ? r.reserved : r.rss)).c_str(),
+                         format_bytes(double(r.available)).c_str(), o.gpu ? " on its GPU" : "");
+    return r;
+  }
   // hsdp: what a rank holds is fsdp's over its shard group; the replicas (one per node unless
   // parallel.dp_replicate says) hold copies.
   if (st == "hsdp")
@@ -572,11 +643,42 @@ std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const P
       strategies = w == 1 ? std::vector<std::string>{"single"} : std::vector<std::string>{"ddp", "zero1", "zero2", "fsdp"};
       // Ranks on several nodes (--ranks-per-node): hsdp with a shard group per node too.
       if (o.ranks_per_node > 0 && w > o.ranks_per_node && w % o.ranks_per_node == 0) strategies.push_back("hsdp");
+      // Tensor-parallel groups inside a node where the model splits into them (LoRA only).
+      const int per_node = ranks_per_node(in, w);
+      for (int tp = 2; tp <= per_node && w > 1 && !in.layout.full_finetune; tp *= 2) {
+        if (w % tp != 0 || per_node % tp != 0) continue;
+        try {
+          model::tp_local_shape(in.shape, tp);
+        } catch (const ConfigError&) {
+          continue;
+        }
+        strategies.push_back(strformat("tp%d+%s", tp, tp == w ? "single" : "ddp"));
+      }
     }
-    for (const auto& st : strategies)
-      if ((st == "single") == (w == 1)) rows.push_back(plan_row(in, st, w, bw));
+    for (const auto& name : strategies) {
+      const auto [st, tp] = split_tp_strategy(name);
+      if ((st == "single") == (w == tp)) rows.push_back(plan_row(in, name, w, bw));
+    }
   }
   return rows;
+}
+
+std::string plan_strategy_name(const RunConfig& c) {
+  return c.parallel.tp > 1 ? strformat("tp%d+%s", c.parallel.tp, c.parallel.strategy.c_str()) : c.parallel.strategy;
+}
+
+std::pair<std::string, int> split_tp_strategy(const std::string& name) {
+  if (name.rfind("tp", 0) != 0) return {name, 1};
+  const size_t plus = name.find('+');
+  int tp = 0;
+  try {
+    tp = plus == std::string::npos ? 0 : std::stoi(name.substr(2, plus - 2));
+  } catch (const std::exception&) {
+    tp = 0;
+  }
+  if (tp < 1 || plus + 1 >= name.size())
+    throw ConfigError("\"" + name + "\": a tensor-parallel strategy is written tpT+S, e.g. tp2+ddp or tp2+single");
+  return {name.substr(plus + 1), tp};
 }
 
 std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, const ProbeResult* probe,
@@ -600,9 +702,10 @@ std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, 
   for (const auto& r : rows) {
     const std::string per_node =
         r.ranks_per_gpu > 1 ? strformat("%d (%d per GPU)", r.ranks_per_node, r.ranks_per_gpu) : std::to_string(r.ranks_per_node);
-    const std::string name = r.dp_replicate > 1 ? strformat("%s (%d x %d)", r.strategy.c_str(), r.dp_replicate,
+    const std::string name = r.tp > 1 ? strformat("%s (dp %d x tp %d)", r.strategy.c_str(), r.world / r.tp, r.tp)
+                             : r.dp_replicate > 1 ? strformat("%s (%d x %d)", r.strategy.c_str(), r.dp_replicate,
                                                               r.world / r.dp_replicate)
-                                                : r.strategy;
+                                                  : r.strategy;
     o += strformat("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |", name.c_str(), r.world,
                    per_node.c_str(), b(r.model_state).c_str(), r.formula.c_str(), b(r.activations).c_str(),
                    b(r.strategy_extra).c_str(), b(r.tensor_peak).c_str(), b(po.gpu ? r.reserved : r.rss).c_str(),
@@ -644,6 +747,20 @@ std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, 
   }
   for (const auto& r : rows)
     if (!r.note.empty()) o += "- " + r.strategy + " on " + std::to_string(r.world) + ": " + r.note + "\n";
+  // The meshes ranked: for each number of ranks, the rows that fit by predicted step time.
+  if (probe) {
+    std::map<int, std::vector<const PlanRow*>> by_world;
+    for (const auto& r : rows)
+      if (r.fits && std::isfinite(r.step_s) && r.step_s > 0) by_world[r.world].push_back(&r);
+    for (auto& [w, rs] : by_world) {
+      if (rs.size() < 2) continue;
+      std::stable_sort(rs.begin(), rs.end(), [](const PlanRow* a, const PlanRow* b) { return a->step_s < b->step_s; });
+      std::string line = strformat("- Ranked on %d ranks (predicted step, fitting rows): ", w);
+      for (size_t i = 0; i < rs.size(); ++i)
+        line += strformat("%s%zu. %s %.3f s", i ? ", " : "", i + 1, rs[i]->strategy.c_str(), rs[i]->step_s);
+      o += line + "\n";
+    }
+  }
   return o;
 }
 

@@ -65,9 +65,11 @@ std::string differing(const std::vector<std::array<int64_t, kFields>>& all, Fiel
 
 }  // namespace
 
-StateCheck check_trainable_state(strategy::TrainingStrategy& s, const strategy::FullState& full, MPI_Comm comm) {
+StateCheck check_trainable_state(strategy::TrainingStrategy& s, const strategy::FullState& full, MPI_Comm comm,
+                                 MPI_Comm all_ranks) {
   int world = 1;
   MPI_Comm_size(comm, &world);
+  const bool tp = s.tensor_parallel() != nullptr;
   // With tensor parallelism: this rank's part, among the ranks that hold the same part (`comm`).
   const model::ModelLayout& L = s.compute_layout();
   const strategy::FullState gathered = s.part_of(full);
@@ -92,7 +94,7 @@ StateCheck check_trainable_state(strategy::TrainingStrategy& s, const strategy::
     for (int w = 0; w < 3; ++w) {
       if (replicated) {
         own.add(*mineT[w]);
-        continue;
+        if (!tp) continue;  // tensor parallelism: the part is also compared with its slice of the gathered state
       }
       LB_CHECK((*full[w])[o.unit].defined(), "state check: the gathered state lacks an owned unit");
       if (mine[kBadUnit] >= 0) continue;
@@ -128,9 +130,29 @@ StateCheck check_trainable_state(strategy::TrainingStrategy& s, const strategy::
     c.name = "replicas_identical";
     if (!same(kOwnDigest))
       bad.push_back("the trainable state " + differing(all, kOwnDigest));
+    if (tp) {  // every rank of the job: its part against its slice of the gathered (full) state
+      int64_t flag[3] = {mine[kBadUnit], mine[kBadElement], mine[kBadWhat]};
+      int everyone = 1, me = 0;
+      if (all_ranks != MPI_COMM_NULL) {
+        MPI_Comm_size(all_ranks, &everyone);
+        MPI_Comm_rank(all_ranks, &me);
+      }
+      std::vector<int64_t> flags(size_t(3 * everyone));
+      if (all_ranks != MPI_COMM_NULL) MPI_Allgather(flag, 3, MPI_INT64_T, flags.data(), 3, MPI_INT64_T, all_ranks);
+      else std::copy(flag, flag + 3, flags.begin());
+      for (int r = 0; r < everyone; ++r)
+        if (flags[size_t(3 * r)] >= 0)
+          bad.push_back(strformat("rank %d's part of the model is not its slice of the gathered state (%s, element "
+                                  "%lld of the unit's %s)",
+                                  all_ranks != MPI_COMM_NULL ? r : me, L.units[size_t(flags[size_t(3 * r)])].name.c_str(),
+                                  (long long)flags[size_t(3 * r + 1)], what_name(flags[size_t(3 * r + 2)])));
+    }
     c.passed = bad.empty();
-    c.detail = c.passed ? "the trainable state is bitwise identical on every rank" : "ranks ended with different "
-                                                                                      "trainable state: ";
+    c.detail = c.passed ? std::string("the trainable state is bitwise identical on every rank") +
+                              (tp ? " holding the same part of the model, and every rank's part is bitwise its slice "
+                                    "of the gathered state"
+                                  : "")
+                        : "ranks ended with different trainable state: ";
   } else {
     c.name = "shards_consistent";
     int64_t total = 0, owned = 0;

@@ -622,7 +622,7 @@ class Trainer {
                          "(%s)", rank_, where.empty() ? "it owns nothing" : where.c_str()));
     }
     // What each rank holds itself, against the other ranks and the gathered state (train/state_check.hpp).
-    StateCheck sc_end = check_trainable_state(strat, st, data_world_);
+    StateCheck sc_end = check_trainable_state(strat, st, data_world_, env_.world);
     if (!sc_end.passed && c_.run.repeat > 1) sc_end.detail = strformat("trial %d: ", trial) + sc_end.detail;
     if (trial == 0 || (state_check_.passed && !sc_end.passed)) state_check_ = sc_end;
     if (trial == c_.run.repeat - 1 && stopped_signal_ == 0) save_outputs(strat, st);

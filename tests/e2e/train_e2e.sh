@@ -279,6 +279,13 @@ PY
     done
     # fsdp's failure names the rank whose shard is not what the gather returned.
     expect_in fsdp-drift.txt "rank 1's own shard is not its slice of the gathered state"
+    # Tensor parallelism (tp 2, one group): each rank's part against its slice of the gathered state.
+    run 0 tp.log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" "${short[@]}" --set run.name=tp --set parallel.tp=2
+    run 0 tp.txt "$checker" validation-check out/tp/run.h5 replicas_identical passed
+    run 0 tp-drift.log "${mpiexec[@]}" -n 2 "$lorabench" "${tiny[@]}" "${short[@]}" --set run.name=tp-drift \
+      --set parallel.tp=2 --set fault.drift_rank=1
+    run 0 tp-drift.txt "$checker" validation-check out/tp-drift/run.h5 replicas_identical failed "rank 1"
+    expect_in tp-drift.txt "rank 1's part of the model is not its slice of the gathered state"
     # One rank of single has nothing to compare with: refused before anything runs.
     run 2 single.log "$lorabench" "${tiny[@]}" --set run.name=single --set fault.drift_rank=0
     expect_in single.log "fault.drift_rank: one rank of single has no other copy of the state to disagree with"

@@ -22,6 +22,9 @@ lorabench_gpu_test(test_gpu_model SOURCES ${_g}/test_gpu_model.cpp LIBS lorabenc
 # built for CUDA.
 lorabench_gpu_test(test_strategies_gpu SOURCES ${PROJECT_SOURCE_DIR}/tests/mpi/test_strategies.cpp
                    LIBS lorabench_train RANKS 2 TIMEOUT 900 DEFINES LB_TEST_ON_CUDA=1)
+# Tensor parallelism on ranks sharing one GPU (the groups' collectives on device buffers) equals single there.
+lorabench_gpu_test(test_tensor_parallel_gpu SOURCES ${PROJECT_SOURCE_DIR}/tests/mpi/test_tensor_parallel.cpp
+                   LIBS lorabench_train RANKS 2 TIMEOUT 600 DEFINES LB_TEST_ON_CUDA=1)
 # A 20-step single-GPU training run of the real binary (run file, device, memory, phases).
 add_test(NAME e2e_gpu_train COMMAND ${_g}/gpu_train_e2e.sh $<TARGET_FILE:lorabench> ${PROJECT_SOURCE_DIR}
                                     $<TARGET_FILE:lorabench_e2e_check>)

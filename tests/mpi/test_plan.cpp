@@ -13,6 +13,7 @@
 
 #include "lorabench/comm/mpi_communicator.hpp"
 #include "lorabench/config/options.hpp"
+#include "lorabench/core/error.hpp"
 #include "lorabench/device/device.hpp"
 #include "lorabench/metrics/memory.hpp"
 #include "lorabench/train/plan.hpp"
@@ -134,6 +135,50 @@ TEST(Plan, RanksOnSeveralNodesAreAlsoPlannedAsHsdp) {
   for (const auto& r : rows) EXPECT_FALSE(r.strategy == "hsdp" && r.world < 4) << "2 ranks fit on one node";
   o.ranks_per_node = 0;  // one node: no hsdp row
   for (const auto& r : train::make_plan(c, o, &p, bandwidth(100))) EXPECT_NE(r.strategy, "hsdp");
+}
+
+// Tensor parallelism (tpT+S rows): a rank holds its 1/T part of the model (tiny: mostly the embedding, split by
+// vocabulary rows), computes its part's FLOPs, and adds the group's activation all-reduces; tokens/s counts the
+// data-parallel groups. The default rows include every tp that splits the model inside a node, and the table ranks
+// the fitting rows of each world size. What a run would refuse, the planner refuses with the reason.
+TEST(Plan, TensorParallelRowsHoldTheirPartOfTheModel) {
+  const RunConfig c = tiny_config();  // 4 heads, 2 key/value heads, MLP 176
+  const train::ProbeResult p = gpu_probe();
+  train::PlanOptions o = gpu_options(4, false, 1024 * kMiB);
+  const auto rows = train::make_plan(c, o, &p, bandwidth(100));
+  const train::PlanRow& d = row(rows, "ddp", 4);
+  const train::PlanRow& t2 = row(rows, "tp2+ddp", 4);
+  const train::PlanRow& t4 = row(rows, "tp4+single", 4);
+  EXPECT_EQ(row(rows, "tp2+single", 2).tp, 2);
+  EXPECT_EQ(t2.tp, 2);
+  EXPECT_EQ(t2.dp_replicate, 2);
+  EXPECT_NEAR(double(t2.model_state) / double(d.model_state), 0.5, 0.05);
+  EXPECT_LT(t4.model_state, t2.model_state);
+  EXPECT_LT(t2.activations, d.activations);
+  EXPECT_LT(t2.compute_s, d.compute_s);
+  EXPECT_GT(t2.comm_s, 0);
+  EXPECT_TRUE(std::isfinite(t2.step_s));
+  EXPECT_NEAR(t2.tokens_per_s, 2.0 * 64 / t2.step_s, 1e-9 * t2.tokens_per_s) << "two groups of 2 x 32 tokens";
+  const std::string md = train::plan_markdown(c, rows, &p, bandwidth(100), o);
+  EXPECT_NE(md.find("| tp2+ddp (dp 2 x tp 2) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("- Ranked on 4 ranks (predicted step, fitting rows): 1. "), std::string::npos) << md;
+  // Refused: 8 ranks cannot split 4 heads; a group wider than a node; a sharded strategy across the groups.
+  o.worlds = {8};
+  o.gpus_per_node = 8;
+  o.strategies = {"tp8+single"};
+  const train::PlanRow& heads = row(train::make_plan(c, o, &p, bandwidth(100)), "tp8+single", 8);
+  EXPECT_FALSE(heads.fits);
+  EXPECT_NE(heads.note.find("attention heads"), std::string::npos) << heads.note;
+  o.gpus_per_node = 2;
+  o.strategies = {"tp4+ddp"};
+  const train::PlanRow& wide = row(train::make_plan(c, o, &p, bandwidth(100)), "tp4+ddp", 8);
+  EXPECT_FALSE(wide.fits);
+  EXPECT_NE(wide.note.find("within a node"), std::string::npos) << wide.note;
+  o.gpus_per_node = 8;
+  o.strategies = {"tp2+fsdp"};
+  const train::PlanRow& fsdp = row(train::make_plan(c, o, &p, bandwidth(100)), "tp2+fsdp", 8);
+  EXPECT_FALSE(fsdp.fits);
+  EXPECT_THROW(train::split_tp_strategy("tpx+ddp"), ConfigError);
 }
 
 TEST(Plan, GpuTooSmallForTheRankDoesNotFitAndSaysSo) {

@@ -4,7 +4,11 @@
 // and, on 4 ranks, tp 2 x dp 2 (ddp across the tensor-parallel groups), with gradient accumulation, activation
 // checkpointing and LoRA dropout. On 4 ranks tp 4 splits a model of 2 key/value heads: each is held by two ranks.
 // The single-rank reference runs inside every rank (MPI_COMM_SELF). LB_TEST_MODEL names another preset
-// (tests/mpi/tensor_parallel.cmake runs qwen3-tiny too: q/k norms, no biases, head_dim of its own).
+// (tests/mpi/strategy.cmake runs qwen3-tiny too: q/k norms, no biases, head_dim of its own).
+//
+// Built twice: here on the CPU (label mpi), and as test_tensor_parallel_gpu (tests/gpu, label gpu) with
+// LB_TEST_ON_CUDA: every rank on the machine's first GPU, the tensor-parallel group's collectives on device buffers
+// (the MPI communicator staging them, split into the groups like NCCL's), the reference on the same GPU.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 #include <mpi.h>
@@ -30,7 +34,16 @@ using lbtest::rel;
 namespace {
 
 constexpr int kSteps = 6;
+#ifdef LB_TEST_ON_CUDA
+constexpr double kTol = 1e-4;  // cuBLAS picks its algorithms by shape: a rank's part has other shapes
+device::Device& test_device() {
+  static std::unique_ptr<device::Device> d = device::make_device({device::Kind::kCuda, 0, "mpi", "the test's GPU"});
+  return *d;
+}
+#else
 constexpr double kTol = 1e-5;
+device::Device& test_device() { return device::cpu_device(); }
+#endif
 
 model::ModelShape test_shape() {
   model::ModelShape s = model::preset_shape(getenv("LB_TEST_MODEL") ? getenv("LB_TEST_MODEL") : "tiny");
@@ -65,7 +78,7 @@ Trajectory train(const Case& c, int tp, int dp, int accum, MPI_Comm world) {
   const model::ModelLayout layout = layout_of(c);
   int rank = 0;
   MPI_Comm_rank(world, &rank);
-  auto world_comm = comm::make_mpi_communicator(world);
+  auto world_comm = device::make_staging_communicator(comm::make_mpi_communicator(world), test_device());
   std::unique_ptr<comm::Communicator> tp_comm, kv_comm, dp_comm;
   strategy::MeshGroups groups;
   if (tp > 1) {
@@ -82,7 +95,7 @@ Trajectory train(const Case& c, int tp, int dp, int accum, MPI_Comm world) {
   spec.name = dp > 1 ? "ddp" : "single";
   spec.bucket_mb = 0.02;
   spec.grad_accum = accum;
-  auto s = strategy::TrainingStrategy::create(spec, layout, at::kFloat, dp_comm.get(), nullptr, groups);
+  auto s = strategy::TrainingStrategy::create(spec, layout, at::kFloat, dp_comm.get(), &test_device(), groups);
   strategy::InitSource src;
   src.seed = 17;
   s->initialize(src);
@@ -121,6 +134,9 @@ Trajectory train(const Case& c, int tp, int dp, int accum, MPI_Comm world) {
     t.norm.push_back(r.grad_norm);
   }
   t.state = s->gather_state();
+  for (auto* v : {&t.state.params, &t.state.exp_avg, &t.state.exp_avg_sq})
+    for (auto& x : *v)
+      if (x.defined()) x = x.cpu();
   MPI_Comm_free(&data);
   return t;
 }

@@ -13,7 +13,8 @@
 #   srun     srun -N 2 -n 4 lorabench inputs/fsdp.ini (CI-sized --set), and hsdp, ddp, zero1, zero2 the same
 #            way: every strategy's losses equal to the single-rank run of the same global batch; node 0,0,1,1,
 #            local rank 0,1,0,1, hosts lbnode0 x2, lbnode1 x2, the node list in the provenance; hsdp's mesh
-#            (a shard group per node) in the provenance, and under a tenth of fsdp's bytes over the link
+#            (a shard group per node) in the provenance, and under a tenth of fsdp's bytes over the link;
+#            parallel.tp = 2 x ddp under srun -m cyclic: a tensor-parallel group per node, the same losses
 #   comm     lorabench doctor on 4 ranks of 2 nodes; lorabench comm between the nodes (1 rank each) and
 #            within one node (2 ranks): both VALID, the inter-node bytes crossed the veth link and the
 #            intra-node ones did not; both bandwidths printed side by side
@@ -168,6 +169,10 @@ case "$case_name" in
         --set parallel.strategy=$s --set model.preset=small --set run.predict=false --set run.name=${s}_small
     done
     rx+=("$(lbnet_rx lbnode1)")
+    # Tensor parallelism x ddp: a tp group of 2 ranks on each node, ddp across the nodes. srun -m cyclic numbers the
+    # ranks across the nodes (0 and 2 on lbnode0): the groups are formed by node all the same.
+    run 0 "$work/tp.txt" on0 timeout 200 srun -N 2 -n 4 -m cyclic --time=3 "$lorabench" inputs/fsdp.ini "${ci[@]}" \
+      --set parallel.strategy=ddp --set parallel.tp=2 --set run.name=tp
     for s in ddp zero1 zero2; do
       run 0 "$work/$s.txt" on0 timeout 200 srun -N 2 -n 4 --time=3 "$lorabench" inputs/fsdp.ini "${ci[@]}" \
         --set parallel.strategy=$s --set run.name=$s
@@ -182,6 +187,12 @@ case "$case_name" in
       same_losses "$out/single/run.h5" "$out/$s/run.h5"
     done
     check_interface "$out/fsdp/run.h5"
+    "$run_checker" train-run "$out/tp/run.h5" 4 4
+    TOL=1e-5 same_losses "$out/single/run.h5" "$out/tp/run.h5"
+    v=$(h5attr "$out/tp/run.h5" /provenance/mesh_coords)
+    [ "$v" = "0:0.0.0 1:1.0.0 2:0.0.1 3:1.0.1" ] || fail "tp: provenance mesh_coords \"$v\" (a tp group per node)"
+    v=$(h5attr "$out/tp/run.h5" /metrics/summary/comm_bytes_per_step_tp_all_reduce)
+    awk -v v="$v" 'BEGIN { exit !(v > 0) }' || fail "tp: comm_bytes_per_step_tp_all_reduce = \"$v\""
     v=$(h5attr "$out/hsdp/run.h5" /provenance/mesh)
     [ "$v" = "dp_replicate 2 x dp_shard 2 (shard groups within a node)" ] || fail "hsdp: provenance mesh \"$v\""
     v=$(h5attr "$out/hsdp/run.h5" /provenance/mesh_coords)

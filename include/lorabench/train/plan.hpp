@@ -67,6 +67,7 @@ struct PlanRow {
   int world = 1;
   int ranks_per_node = 1;
   int dp_replicate = 1;       // hsdp: replica groups (shard groups of world / dp_replicate ranks); 1 elsewhere
+  int tp = 1;                 // tensor-parallel ranks per group (strategy "tpT+S": S across world / T groups)
   int64_t model_state = 0;    // bytes per rank (predict_model_state)
   std::string formula;        // its ZeRO formula
   int64_t activations = 0;    // activations + workspace of a micro-step
@@ -86,7 +87,9 @@ struct PlanRow {
 
 struct PlanOptions {
   std::vector<int> worlds;              // world sizes to plan (e.g. 1, 2, 4)
-  std::vector<std::string> strategies;  // empty: every strategy that applies
+  // empty: every strategy that applies, tensor parallelism x ddp included ("tp2+ddp": parallel.tp = 2 groups
+  // inside a node, ddp across them; "tp2+single": one group of 2)
+  std::vector<std::string> strategies;
   int ranks_per_node = 0;               // 0: min(world, SLURM_NTASKS_PER_NODE or world)
   int node_cpus = 0;                    // CPUs the node's ranks may use; 0: this process's (usable_cpus)
   std::string comm_file;                // a `lorabench comm` run file for the bandwidths
@@ -132,8 +135,17 @@ int64_t activation_lower_bound(const RunConfig& c);
 // The same for `shape` (a cut-down copy of the run's) and a micro-batch of `tokens`.
 int64_t activation_lower_bound(const RunConfig& c, const model::ModelShape& shape, int64_t tokens);
 
+// The planner's name of a configuration's strategy: parallel.strategy, or with parallel.tp = T "tpT+strategy".
+std::string plan_strategy_name(const RunConfig& c);
+// "tp2+ddp" -> ("ddp", 2); "fsdp" -> ("fsdp", 1). Throws ConfigError for a malformed tp prefix.
+std::pair<std::string, int> split_tp_strategy(const std::string& name);
+
 // Rows for every (strategy, world) asked. `probe` may be null (then activations = the lower bound and no
-// time is predicted).
+// time is predicted). A tensor-parallel row holds the model state of its part of the model (ddp's accounting
+// over the groups), activations scaled from the probe by the saved tensors of its part against the whole
+// model's, compute time by its part's FLOPs, and per micro-step the group's all-reduces (two of tokens x hidden
+// per layer and direction, three forward per layer with activation checkpointing's recomputation, the
+// vocabulary-parallel embedding and head) beside ddp's gradient all-reduce across the groups.
 std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const ProbeResult* probe,
                                const CommBandwidth& bw);
 

@@ -37,8 +37,10 @@ struct StateCheck {
 
 // Collective over `comm`. `gathered` is what s.gather_state() returned on this rank (any device). With tensor
 // parallelism `comm` holds the ranks with the same part of the model (one per tensor-parallel group), and the
-// check is of that part (TrainingStrategy::part_of).
-StateCheck check_trainable_state(strategy::TrainingStrategy& s, const strategy::FullState& gathered, MPI_Comm comm);
+// check is of that part (TrainingStrategy::part_of), and of every rank's part against its slice of the gathered
+// state, gathered over `all_ranks` (the job; MPI_COMM_NULL: this rank's only).
+StateCheck check_trainable_state(strategy::TrainingStrategy& s, const strategy::FullState& gathered, MPI_Comm comm,
+                                 MPI_Comm all_ranks = MPI_COMM_NULL);
 
 // Fault injection (fault.drift_rank) and the tests' broken variants: moves the first element of this rank's
 // first owned parameter slice one ulp towards +infinity, in the strategy's own storage: a write the last
