@@ -2,7 +2,11 @@
 """The planner against measurement: every (model, strategy, world size) runs with its prediction recorded at
 start, and the per-rank tensor peak and step time are compared (docs/plan.md; its evidence files feed docs/results.md).
 
-    bench/plan_validate.py [--presets small,qwen2.5-0.5b] [--worlds 1,2,4] [--steps 6] [--repeats 3] [--out DIR]
+    bench/plan_validate.py [--presets small,qwen2.5-0.5b] [--worlds 1,2,4] [--strategies ddp,zero1,zero2,fsdp]
+                           [--steps 6] [--repeats 3] [--out DIR]
+
+--strategies lists those of world sizes above 1; `tpT+S` is parallel.tp = T with parallel.strategy = S (S = single
+where T is the world size, ddp across the groups otherwise), as `lorabench plan` names them.
 
 Per preset: `lorabench plan -n 1,2,4` for the record (plan-<preset>.md), then each run of inputs/bench.ini's
 workload (bf16, seq 256, micro-batch 1, LoRA r16 on all seven projections, one thread per rank) with
@@ -71,6 +75,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--presets", default="small,qwen2.5-0.5b")
     ap.add_argument("--worlds", default="1,2,4")
+    ap.add_argument("--strategies", default="ddp,zero1,zero2,fsdp",
+                    help="those of world sizes above 1 (default ddp,zero1,zero2,fsdp; tpT+S: tensor parallelism)")
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--repeats", type=int, default=3, help="runs of each configuration, in rounds (default 3)")
     ap.add_argument("--noise-seconds", type=float, default=10,
@@ -88,19 +94,32 @@ def main():
     worlds = [int(w) for w in a.worlds.split(",")]
     ini = os.path.join(ROOT, "inputs", "bench.ini")
     env_sets = ["--set", "run.quiet=true", "--set", "run.predict=true", "--set", "profile.peak_gflops=100"]
+    def applies(strategy, world):  # tpT+single: one group of all the ranks; tpT+S: T divides them
+        if not strategy.startswith("tp"):
+            return True
+        tp, inner = int(strategy[2:].split("+")[0]), strategy.split("+", 1)[1]
+        return world % tp == 0 and (inner == "single") == (world == tp)
+
+    def strategy_sets(strategy):
+        if strategy.startswith("tp"):
+            tp, inner = strategy[2:].split("+", 1)
+            return ["--set", f"parallel.strategy={inner}", "--set", f"parallel.tp={int(tp)}"]
+        return ["--set", f"parallel.strategy={strategy}"]
+
     configs = [(preset, strategy, world) for preset in a.presets.split(",") for world in worlds
-               for strategy in (["single"] if world == 1 else ["ddp", "zero1", "zero2", "fsdp"])]
+               for strategy in (["single"] if world == 1 else a.strategies.split(",")) if applies(strategy, world)]
     for preset in a.presets.split(","):
-        run([a.bin, "plan", ini, "--set", f"model.preset={preset}", "-n", a.worlds, "-o",
-             os.path.join(a.out, f"plan-{preset}.md")], os.path.join(a.out, f"plan-{preset}.log"))
+        run([a.bin, "plan", ini, "--set", f"model.preset={preset}", "-n", a.worlds, "--strategy",
+             ",".join(["single"] + a.strategies.split(",")), "-o", os.path.join(a.out, f"plan-{preset}.md")],
+            os.path.join(a.out, f"plan-{preset}.log"))
     noise_before = host_noise(a.noise_seconds)
     print(f"host noise before: {noise_before['line']}", flush=True)
     runs = {c: [] for c in configs}
     for rep in range(1, a.repeats + 1):
         for preset, strategy, world in configs:
             name = f"{preset}-{strategy}-n{world}-r{rep}"
-            cmd = mpirun(world) + [a.bin, ini, "--set", f"model.preset={preset}", "--set",
-                                   f"parallel.strategy={strategy}", "--set", f"run.steps={a.steps}", "--set",
+            cmd = mpirun(world) + [a.bin, ini, "--set", f"model.preset={preset}", *strategy_sets(strategy),
+                                   "--set", f"run.steps={a.steps}", "--set",
                                    "run.warmup_steps=1", "--set", f"run.output_dir={a.out}", "--set",
                                    f"run.name={name}"]
             run(cmd + env_sets, os.path.join(a.out, name + ".log"))
@@ -144,7 +163,8 @@ def main():
     print(f"files: {a.out}")
     if a.evidence:
         machine = evidence.machine_description(a.bin, versions={"torch": torch_version()})
-        settings = dict(presets=a.presets.split(","), worlds=worlds, steps=a.steps, warmup=1, repeats=a.repeats,
+        settings = dict(presets=a.presets.split(","), worlds=worlds, strategies=a.strategies.split(","), steps=a.steps,
+                        warmup=1, repeats=a.repeats,
                         memory_tolerance=MEM_TOL, step_tolerance=STEP_TOL, out=os.path.abspath(a.out), bin=a.bin)
         body = {"settings": settings, "table": {"rows": rows, "passed": passed},
                 "runs": [{"preset": p, "strategy": st, "world": w,  # the figures compared are in each summary

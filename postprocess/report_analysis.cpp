@@ -203,9 +203,14 @@ TrainRow make_row(const RunRecord& r) {
   const TextMap& m = r.summary;
   t.strategy = text(m, "strategy");
   if (t.strategy.empty()) t.strategy = text(r.config, "parallel.strategy");
-  // A mesh (hsdp) names its shape, so that runs group by mesh: "hsdp (2 x 2)" = 2 replicas of 2 shards.
-  int replicas = 0, shards = 0;
-  if (std::sscanf(text(m, "mesh").c_str(), "dp_replicate %d x dp_shard %d", &replicas, &shards) == 2)
+  // A mesh (hsdp, tensor parallelism) names its shape, so that runs group by mesh: "hsdp (2 x 2)" = 2 replicas of
+  // 2 shards; "ddp (dp 2 x tp 2)" = ddp across 2 tensor-parallel groups of 2 ranks, "single (tp 2)" one group.
+  int replicas = 0, shards = 0, tp = 0;
+  const int dims = std::sscanf(text(m, "mesh").c_str(), "dp_replicate %d x dp_shard %d x tp %d", &replicas, &shards, &tp);
+  if (dims == 3 && tp > 1)
+    t.strategy += replicas > 1 ? " (dp " + std::to_string(replicas) + " x tp " + std::to_string(tp) + ")"
+                               : " (tp " + std::to_string(tp) + ")";
+  else if (dims >= 2)
     t.strategy += " (" + std::to_string(replicas) + " x " + std::to_string(shards) + ")";
   t.dtype = text(m, "dtype");
   if (t.dtype.empty()) t.dtype = text(r.config, "model.dtype");
@@ -442,7 +447,7 @@ bool is_identity_key(const std::string& k) {
 bool is_role_key(const std::string& k) {
   static const std::set<std::string> keys = {"parallel.strategy", "parallel.bucket_mb", "parallel.grad_sync",
                                              "parallel.reshard_after_forward", "parallel.prefetch",
-                                             "parallel.emulate_nodes", "parallel.dp_replicate"};
+                                             "parallel.emulate_nodes", "parallel.dp_replicate", "parallel.tp"};
   return keys.count(k) > 0;
 }
 

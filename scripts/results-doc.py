@@ -30,6 +30,7 @@ FORMATS = {
     "fraction_percent": lambda x: f"{100 * x:.1f}",   # a fraction shown in percent (the host noise's CV)
     "fraction_percent_whole": lambda x: f"{100 * x:.0f}",
     "bytes_mib": lambda x: f"{x / 2**20:.1f}",
+    "loss": lambda x: f"{x:.6f}",               # a step's loss (the strategies of one model share step 0's)
 }
 
 
@@ -235,7 +236,7 @@ def mesh_section(path, ev, out_dir):
         header.append("step-0 loss")
         for row, r in zip(rows, t["rows"]):
             row[5:5] = [fmt("bytes_mib", r["tp_per_step"]) if r.get("tp_per_step") is not None else "-"]
-            row.append(f"{r['loss_first']:.6f}" if r.get("loss_first") is not None else "-")
+            row.append(fmt("loss", r["loss_first"]) if r.get("loss_first") is not None else "-")
     return lines + table(header, rows)
 
 

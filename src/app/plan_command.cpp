@@ -62,7 +62,7 @@ train::CommBandwidth plan_bandwidth(MpiSession& mpi, const RankContext& rc, cons
 }
 
 struct PlanArgs {
-  std::string input, comm_file, out_file, tsv_file, strategies;
+  std::string input, comm_file, comm_inter_file, out_file, tsv_file, strategies;
   std::vector<std::string> sets, worlds;
   int ranks_per_node = 0;
   bool help = false, no_probe = false;
@@ -71,7 +71,7 @@ struct PlanArgs {
 void print_plan_help() {
   std::printf(
       "usage: lorabench plan INPUT.ini [-n N ...] [--strategy LIST] [--ranks-per-node K] [--comm RUN.h5]\n"
-      "                      [-o FILE] [--no-probe] [--set section.key=value ...]\n\n"
+      "                      [--comm-inter RUN.h5] [-o FILE] [--no-probe] [--set section.key=value ...]\n\n"
       "Predicts per-rank memory (model state, activations, strategy buffers; RSS against the memory of this\n"
       "node, or of its GPU when parallel.device resolves to cuda) and step time (a probe of 1- and 2-layer\n"
       "models on that device, plus collectives over the bus bandwidth) for each strategy and world size,\n"
@@ -85,6 +85,8 @@ void print_plan_help() {
       "                  per GPU of this node with NCCL, all of them sharing its GPUs with the mpi backend)\n"
       "  --comm RUN.h5   bus bandwidths from a `lorabench comm` run file (default: measured on the ranks\n"
       "                  of this job under mpirun, else estimated from memcpy)\n"
+      "  --comm-inter RUN.h5  bus bandwidths between nodes (a `lorabench comm` run with one rank per node):\n"
+      "                  the collectives of rows on several nodes that cross them use it (default: --comm's)\n"
       "  -o FILE         also write the table to FILE\n"
       "  --tsv FILE      the rows as tab-separated values (bytes and seconds) for scripts\n"
       "  --no-probe      memory lower bound only, no time (instant)\n");
@@ -96,6 +98,7 @@ PlanArgs parse_plan_args(int argc, char** argv) {
   desc.add_options()("help,h", po::bool_switch(&a.help))("set", po::value(&a.sets)->composing())(
       "n,n", po::value(&a.worlds)->composing())("strategy", po::value(&a.strategies))(
       "ranks-per-node", po::value(&a.ranks_per_node))("comm", po::value(&a.comm_file))(
+      "comm-inter", po::value(&a.comm_inter_file))(
       "output,o", po::value(&a.out_file))("tsv", po::value(&a.tsv_file))("no-probe", po::bool_switch(&a.no_probe));
   parse_input_command_line(argc, argv, desc, &a.input, "plan", "lorabench plan --help");
   return a;
@@ -171,6 +174,15 @@ int plan_main(MpiSession& mpi, int argc, char** argv) {
   const RankContext rc = bootstrap(mpi.world(), bootstrap_request(cfg));
   plan_on_device(o, rc);
   const train::CommBandwidth bw = plan_bandwidth(mpi, rc, args.comm_file);
+  if (!args.comm_inter_file.empty()) {
+    try {
+      o.inter_node = train::bandwidth_from_file(args.comm_inter_file);
+    } catch (const ConfigError& e) {  // bandwidth_from_file names --comm
+      std::string msg = e.what();
+      if (msg.rfind("--comm: ", 0) == 0) msg = "--comm-inter: " + msg.substr(8);
+      throw ConfigError("plan: " + msg);
+    }
+  }
   if (mpi.rank() != 0) {
     comm::quiet_barrier(mpi.world());  // sleep while rank 0 probes
     return 0;

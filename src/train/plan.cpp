@@ -486,7 +486,9 @@ double place_on_node(PlanRow& r, const PlanInputs& in, bool* enough_gpus) {
 // Seconds of a step's collectives under strategy `st` on `w` ranks, over the bus bandwidths `bw`. hsdp:
 // fsdp's within a shard group of w / replicas ranks, and each micro-step's gradient shards all-reduced across
 // the replicas.
-double comm_seconds(const PlanInputs& in, const std::string& st, int w, const CommBandwidth& bw, int replicas = 1) {
+// `across`: the bandwidth of the replicas' all-reduce (between nodes when they are on several).
+double comm_seconds(const PlanInputs& in, const std::string& st, int w, const CommBandwidth& bw, int replicas = 1,
+                    const CommBandwidth* across = nullptr) {
   RunConfig cc = in.c;
   cc.parallel.strategy = st;
   const int syncs = strategy_spec_of(cc).sync_every_micro ? in.accum : 1;
@@ -494,7 +496,7 @@ double comm_seconds(const PlanInputs& in, const std::string& st, int w, const Co
   if (st == "hsdp") {
     const int shard = w / replicas;
     return comm_seconds(in, "fsdp", shard, bw) +
-           (replicas > 1 ? syncs * transfer_s(bw, "all_reduce", grads / shard, replicas) : 0.0);
+           (replicas > 1 ? syncs * transfer_s(across ? *across : bw, "all_reduce", grads / shard, replicas) : 0.0);
   }
   if (st == "ddp") return syncs * transfer_s(bw, "all_reduce", grads, w);
   if (st == "zero1") return syncs * transfer_s(bw, "all_reduce", grads, w) + transfer_s(bw, "all_gather", grads, w);
@@ -507,6 +509,12 @@ double comm_seconds(const PlanInputs& in, const std::string& st, int w, const Co
                      transfer_s(bw, "reduce_scatter", grads, w) + transfer_s(bw, "all_gather", vocab, w));
 }
 
+// The bandwidth of the collectives that cross nodes: a row whose ranks span several nodes uses the bandwidth
+// between nodes where it is known, else the one table.
+const CommBandwidth& between_nodes(const PlanInputs& in, const PlanRow& r, const CommBandwidth& bw) {
+  return r.world > r.ranks_per_node && in.o.inter_node.known() ? in.o.inter_node : bw;
+}
+
 // The row's step time from the probe: compute (oversubscribed as the node is) plus the collectives.
 void predict_time(PlanRow& r, const PlanInputs& in, double oversub, const CommBandwidth& bw) {
   const ProbeResult& p = *in.probe;
@@ -514,8 +522,15 @@ void predict_time(PlanRow& r, const PlanInputs& in, double oversub, const CommBa
       r.strategy == "zero1" || r.strategy == "zero2" || r.strategy == "fsdp" || r.strategy == "hsdp";
   const int owners = r.world / r.dp_replicate;  // the ranks one optimizer step is shared by
   r.compute_s = (in.accum * p.micro_s + (sharded_optimizer ? p.optimizer_s / owners : p.optimizer_s)) * oversub;
-  // No bandwidth known (one process on a GPU, no --comm file): the collectives' time is unknown.
-  r.comm_s = r.world > 1 && !bw.known() ? NAN : comm_seconds(in, r.strategy, r.world, bw, r.dp_replicate);
+  // No bandwidth known (one process on a GPU, no --comm file): the collectives' time is unknown. On several nodes
+  // the collectives that span them run at the bandwidth between nodes (where given): all of them, or hsdp's
+  // all-reduce across the replicas when its shard groups are inside nodes.
+  const CommBandwidth& inter = between_nodes(in, r, bw);
+  const bool groups_inside = r.strategy == "hsdp" && r.ranks_per_node % (r.world / r.dp_replicate) == 0;
+  r.comm_s = r.world > 1 && !bw.known() ? NAN
+             : r.strategy == "hsdp"    ? comm_seconds(in, r.strategy, r.world, groups_inside ? bw : inter,
+                                                      r.dp_replicate, &inter)
+                                       : comm_seconds(in, r.strategy, r.world, inter, r.dp_replicate);
   r.step_s = r.compute_s + r.comm_s;
   r.tokens_per_s = double(r.world) * in.accum * double(in.N) / r.step_s;
 }
@@ -554,8 +569,11 @@ void plan_tp_row(PlanRow& r, const PlanInputs& in, const std::string& inner, con
   cc.parallel.strategy = inner;
   const int syncs = strategy_spec_of(cc).sync_every_micro ? in.accum : 1;
   const double grads = double(pl.trainable_params()) * 4;
-  r.comm_s = r.world > 1 && !bw.known() ? NAN
-                                         : in.accum * per_micro + (inner == "ddp" ? syncs * transfer_s(bw, "all_reduce", grads, dp) : 0.0);
+  // The groups are inside nodes; ddp's all-reduce across them spans the nodes the row has.
+  const CommBandwidth& inter = between_nodes(in, r, bw);
+  r.comm_s = r.world > 1 && !bw.known()
+                 ? NAN
+                 : in.accum * per_micro + (inner == "ddp" ? syncs * transfer_s(inter, "all_reduce", grads, dp) : 0.0);
   r.step_s = r.compute_s + r.comm_s;
   r.tokens_per_s = double(dp) * in.accum * double(in.N) / r.step_s;
 }
@@ -733,6 +751,17 @@ std::string plan_markdown(const RunConfig& c, const std::vector<PlanRow>& rows, 
                    bw.all_reduce, bw.all_gather, bw.reduce_scatter, bw.source.c_str());
   else
     o += "- Bus bandwidth: " + bw.source + ".\n";
+  const bool several_nodes = std::any_of(rows.begin(), rows.end(), [](const PlanRow& r) { return r.world > r.ranks_per_node; });
+  if (po.inter_node.known())
+    o += strformat("- Between nodes (GB/s): all_reduce %.2f, all_gather %.2f, reduce_scatter %.2f, from %s: the "
+                   "collectives of rows on several nodes that span them use it (all of ddp's, zero's and fsdp's; "
+                   "hsdp's across the replicas; ddp's across tensor-parallel groups), the others the bandwidth "
+                   "above.\n",
+                   po.inter_node.all_reduce, po.inter_node.all_gather, po.inter_node.reduce_scatter,
+                   po.inter_node.source.c_str());
+  else if (several_nodes)
+    o += "- Between nodes: not given (--comm-inter RUN.h5, a `lorabench comm` run with one rank per node): the "
+         "bandwidth above is used for every collective, those that cross nodes too.\n";
   if (po.gpu) {
     o += strformat("- GPU: %s, %s available for a run; %d on this node. reserved = tensor peak + what the caching "
                    "allocator holds beyond the tensors at the peak (%s, measured by the probe); it must fit in the "

@@ -185,14 +185,17 @@ PY
     expect_in bad2.log "train.eval_every: is 0 but a held-out set is configured"
     ;;
   plan)
-    # lorabench plan: every strategy at 1, 2 and 4 ranks, with the probe; single's tensor peak is the
-    # measured one exactly (the probe runs the same code) and a run records the same prediction.
+    # lorabench plan: every strategy at 1, 2 and 4 ranks, with the probe, tensor parallelism where tiny's heads
+    # split (tp 2 on 2 ranks, tp 2 x dp 2 and tp 4 on 4), each world's fitting rows ranked; single's tensor peak
+    # is the measured one exactly (the probe runs the same code) and a run records the same prediction.
     run 0 plan.md "$lorabench" plan "$src/inputs/tiny.ini" --tsv plan.tsv
-    for row in "single | 1" "ddp | 2" "zero1 | 2" "zero2 | 2" "fsdp | 2" "ddp | 4" "fsdp | 4"; do
+    for row in "single | 1" "ddp | 2" "zero1 | 2" "zero2 | 2" "fsdp | 2" "ddp | 4" "fsdp | 4" \
+               "tp2+single (dp 1 x tp 2) | 2" "tp2+ddp (dp 2 x tp 2) | 4" "tp4+single (dp 1 x tp 4) | 4"; do
       expect_in plan.md "| $row |"
     done
     expect_in plan.md "Activations and time from the probe: 1- and 2-layer models, micro-batch 2 x 32 tokens"
-    [[ $(wc -l <plan.tsv) -eq 10 ]] || fail "plan.tsv: expected a header and 9 rows"
+    expect_re plan.md "^- Ranked on 4 ranks \(predicted step, fitting rows\): 1\. "
+    [[ $(wc -l <plan.tsv) -eq 13 ]] || fail "plan.tsv: expected a header and 12 rows"
     predicted=$(awk -F'\t' '$1 == "single" { print $7 }' plan.tsv)
     run 0 log "$lorabench" "${tiny[@]}" --set run.name=measured --set run.predict=true
     measured=$(h5attr out/measured/run.h5 /metrics/summary/mem_peak_bytes_max)

@@ -181,6 +181,35 @@ TEST(Plan, TensorParallelRowsHoldTheirPartOfTheModel) {
   EXPECT_THROW(train::split_tp_strategy("tpx+ddp"), ConfigError);
 }
 
+// With the bandwidth between nodes given (--comm-inter), the collectives of rows on several nodes that cross them
+// run at it: every one of fsdp's, hsdp's replica all-reduce only (its shard groups are inside the nodes), the
+// tensor-parallel row's ddp across the groups only; rows on one node do not use it.
+TEST(Plan, CollectivesAcrossNodesRunAtTheBandwidthBetweenThem) {
+  const RunConfig c = tiny_config();
+  const train::ProbeResult p = gpu_probe();
+  train::PlanOptions o = gpu_options(2, false, 1024 * kMiB);  // nodes of 2 GPUs: 4 ranks on 2 nodes
+  o.worlds = {2, 4};
+  o.strategies = {"fsdp", "hsdp", "tp2+ddp"};
+  const auto one = train::make_plan(c, o, &p, bandwidth(100));
+  o.inter_node = bandwidth(1);
+  const auto two = train::make_plan(c, o, &p, bandwidth(100));
+  EXPECT_DOUBLE_EQ(row(two, "fsdp", 2).comm_s, row(one, "fsdp", 2).comm_s) << "2 ranks on one node";
+  EXPECT_NEAR(row(two, "fsdp", 4).comm_s, 100 * row(one, "fsdp", 4).comm_s, 1e-9 * row(two, "fsdp", 4).comm_s);
+  const train::PlanRow &h1 = row(one, "hsdp", 4), &h2 = row(two, "hsdp", 4), &f2 = row(one, "fsdp", 2);
+  // hsdp = fsdp on its 2-rank shard group (inside a node) + the replicas' all-reduce (between the nodes).
+  const double replicate = h1.comm_s - f2.comm_s;
+  EXPECT_GT(replicate, 0);
+  EXPECT_NEAR(h2.comm_s, f2.comm_s + 100 * replicate, 1e-9 * h2.comm_s);
+  const train::PlanRow &t1 = row(one, "tp2+ddp", 4), &t2 = row(two, "tp2+ddp", 4);
+  EXPECT_GT(t2.comm_s, t1.comm_s);
+  EXPECT_LT(t2.comm_s, 100 * t1.comm_s) << "the group's all-reduces stay inside the node";
+  const std::string md = train::plan_markdown(c, two, &p, bandwidth(100), o);
+  EXPECT_NE(md.find("- Between nodes (GB/s): all_reduce 1.00"), std::string::npos) << md;
+  o.inter_node = train::CommBandwidth{};
+  EXPECT_NE(train::plan_markdown(c, one, &p, bandwidth(100), o).find("- Between nodes: not given (--comm-inter"),
+            std::string::npos);
+}
+
 TEST(Plan, GpuTooSmallForTheRankDoesNotFitAndSaysSo) {
   const RunConfig c = tiny_config();
   const train::ProbeResult p = gpu_probe();

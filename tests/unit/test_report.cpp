@@ -142,24 +142,29 @@ TEST(Report, GoldenContentIsWhatTheFixturesSay) {
 }
 
 TEST(Report, MeshRunsAreNamedByTheirShape) {
-  // An hsdp run's summary names its mesh; the report's strategy column shows the shape, so runs of different
-  // meshes are told apart (and grouped by it).
+  // An hsdp or tensor-parallel run's summary names its mesh; the report's strategy column shows the shape, so runs
+  // of different meshes are told apart (and grouped by it).
   const fs::path dir = work_dir("mesh");
   rt::write_golden_set((dir / "in").string());
   std::vector<rep::RunRecord> runs;
   for (const auto& p : rep::expand_inputs({(dir / "in").string()}, nullptr)) runs.push_back(rep::load_run(p, p));
-  for (auto& r : runs)
+  for (auto& r : runs) {
     if (r.name == "fsdp") r.summary["mesh"] = "dp_replicate 2 x dp_shard 1 (shard groups within a node)";
+    if (r.name == "ddp") r.summary["mesh"] = "dp_replicate 2 x dp_shard 1 x tp 2 (tensor-parallel groups within a node)";
+  }
   const rep::Analysis a = rep::analyze(runs);
   int named = 0;
   for (const auto& t : a.train)
     if (t.run->name == "fsdp") {
       EXPECT_EQ(t.strategy, "fsdp (2 x 1)");
       ++named;
+    } else if (t.run->name == "ddp") {
+      EXPECT_EQ(t.strategy, "ddp (dp 2 x tp 2)");
+      ++named;
     } else {
       EXPECT_EQ(t.strategy.find('('), std::string::npos) << t.run->name << ": " << t.strategy;
     }
-  EXPECT_EQ(named, 1);
+  EXPECT_EQ(named, 2);
 }
 
 TEST(Report, ScalingAndMemoryNumbers) {

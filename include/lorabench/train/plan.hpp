@@ -101,6 +101,11 @@ struct PlanOptions {
                                         // GPUs of this host's ranks, or what one process sees if more)
   int64_t gpu_available = -1;           // bytes one GPU has for a run (free + the allocator's unused cache)
   bool share_gpus = false;              // parallel.backend = mpi: ranks may share a GPU; NCCL: one rank per GPU
+  // Bus bandwidth between nodes (--comm-inter: a `lorabench comm` run with one rank per node): the collectives
+  // whose ranks span nodes use it (every collective of ddp, zero1, zero2 and fsdp on more than one node; hsdp's
+  // all-reduce across the replicas; ddp's across tensor-parallel groups), those inside a node the make_plan `bw`.
+  // Not known: `bw` for every collective, and the table says so.
+  CommBandwidth inter_node;
 };
 
 // Bus bandwidth of all_reduce, all_gather and reduce_scatter measured now on the ranks of `world`
