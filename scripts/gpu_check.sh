@@ -12,9 +12,10 @@
 #                                         there against that machine's python3 torch (all cores), runs
 #                                         20 steps of single on one GPU (NCCL), of zero2 and fsdp on one rank
 #                                         with NCCL (their losses must be single's), `lorabench doctor`,
-#                                         `ctest -L gpu`, then ddp, zero1, zero2, fsdp on 2 ranks sharing it (MPI,
-#                                         staged), fp32 and bf16, each recording the planner's prediction,
-#                                         and `lorabench plan` on the GPU; writes OUT/summary.md, logs and run files
+#                                         `ctest -L gpu`, then ddp, zero1, zero2, fsdp and tp 2 on 2 ranks
+#                                         sharing it (MPI, staged), fp32 and bf16, each recording the planner's
+#                                         prediction, and `lorabench plan` on the GPU; writes OUT/summary.md,
+#                                         logs and run files
 #   scripts/gpu_check.sh pack [DIR]       here, after prepare (optional): builds `run`'s targets against the
 #                                         image's torch release with `run`'s options (build-gpu-pack/) and puts
 #                                         them and their CTest files in DIR/prebuilt/ (about 15 MiB), so that
@@ -82,7 +83,7 @@ IMAGE_PEERS=(transformers==5.17.0 accelerate==1.15.0 huggingface_hub==1.33.0 tok
 # executables and the device unit tests. tests/e2e/gpu_check_targets.sh checks here that every gpu test's
 # executables are among them.
 GPU_CHECK_TARGETS=(lorabench lorabench-report lorabench-profile-ops lorabench_e2e_check test_comm_nccl_gpu
-  test_gpu_model test_strategies_gpu test_device test_comm_staging test_link_order)
+  test_gpu_model test_strategies_gpu test_tensor_parallel_gpu test_device test_comm_staging test_link_order)
 # The gpu tests that need two GPUs (NCCL puts one rank on each): left out of `run` on a machine with one.
 TWO_GPU_TESTS='test_comm_nccl_gpu_np2'
 # The CPU-side device tests `run` also runs there (a ctest -R regex): the image's GCC and torch differ from
@@ -398,6 +399,11 @@ run() {
         --set model.dtype=$dtype --set parallel.strategy=$s --set parallel.device=cuda --set parallel.backend=mpi \
         --set profile.peak_gflops=0 --set run.predict=true --set run.name=$s-$dtype"
     done
+    # Tensor parallelism (parallel.tp = 2, one group on the 2 ranks sharing the GPU): the group's all-reduces on
+    # device buffers, staged by the MPI backend.
+    step "tp2_2ranks_$dtype" bash -c "cd '$work' && mpirun -n 2 '$lb' '$here/inputs/tiny.ini' --set run.steps=20 \
+      --set model.dtype=$dtype --set parallel.tp=2 --set parallel.device=cuda --set parallel.backend=mpi \
+      --set profile.peak_gflops=0 --set run.predict=true --set run.name=tp2-$dtype"
   done
   # The small preset on one GPU: a size where the GPU, not the launch overhead, sets the step time.
   step single_small_bf16 bash -c "cd '$work' && '$lb' '$here/inputs/tiny.ini' --set model.preset=small --set run.steps=20 \

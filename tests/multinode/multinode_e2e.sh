@@ -169,10 +169,11 @@ case "$case_name" in
         --set parallel.strategy=$s --set model.preset=small --set run.predict=false --set run.name=${s}_small
     done
     rx+=("$(lbnet_rx lbnode1)")
-    # Tensor parallelism x ddp: a tp group of 2 ranks on each node, ddp across the nodes. srun -m cyclic numbers the
-    # ranks across the nodes (0 and 2 on lbnode0): the groups are formed by node all the same.
+    # Tensor parallelism x ddp: a tp group of 2 ranks on each node, ddp across the nodes (2 groups: grad_accum 2 keeps
+    # the global batch of 4). srun -m cyclic numbers the ranks across the nodes (0 and 2 on lbnode0): the groups are
+    # formed by node all the same.
     run 0 "$work/tp.txt" on0 timeout 200 srun -N 2 -n 4 -m cyclic --time=3 "$lorabench" inputs/fsdp.ini "${ci[@]}" \
-      --set parallel.strategy=ddp --set parallel.tp=2 --set run.name=tp
+      --set parallel.strategy=ddp --set parallel.tp=2 --set train.grad_accum=2 --set run.name=tp
     for s in ddp zero1 zero2; do
       run 0 "$work/$s.txt" on0 timeout 200 srun -N 2 -n 4 --time=3 "$lorabench" inputs/fsdp.ini "${ci[@]}" \
         --set parallel.strategy=$s --set run.name=$s
