@@ -22,6 +22,13 @@ at::Tensor head_of(const ModelLayout& m, const at::Tensor& c) {
                                 : slot_view(c, m.units[m.head_unit()].compute_slot("lm_head.weight"));
 }
 
+at::Tensor embed_rows_lookup(const at::Tensor& rows, int64_t row0, const at::Tensor& ids) {
+  const int64_t n = rows.size(0);
+  at::Tensor local = ids - row0;
+  at::Tensor own = local.ge(0).logical_and_(local.lt(n));
+  return rows.index_select(0, local.clamp(0, n - 1)).mul_(own.view({-1, 1}).to(rows.scalar_type()));
+}
+
 at::Tensor UnitProvider::embed_lookup(const ModelLayout& m, const at::Tensor& ids) {
   at::Tensor x = embedding_of(m, compute(0, Pass::kForward)).index_select(0, ids);
   release(0, Pass::kForward);

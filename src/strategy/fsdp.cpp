@@ -278,10 +278,8 @@ class FsdpStrategy final : public TrainingStrategy {
   at::Tensor embed_lookup(const model::ModelLayout& m, const at::Tensor& ids) override {
     const int64_t N = ids.size(0), D = m.shape.hidden;
     at::Tensor ids_all = all_gather_tensor(ids.contiguous());  // (W*N)
-    at::Tensor local = ids_all - rank_ * rows_per_rank_;
-    at::Tensor own = local.ge(0).logical_and_(local.lt(rows_per_rank_));
-    at::Tensor rows = units_[0].c_shard.view({rows_per_rank_, D});
-    at::Tensor x_all = rows.index_select(0, local.clamp(0, rows_per_rank_ - 1)) * own.view({-1, 1}).to(dtype_);
+    at::Tensor x_all =
+        model::embed_rows_lookup(units_[0].c_shard.view({rows_per_rank_, D}), rank_ * rows_per_rank_, ids_all);
     at::Tensor x = at::empty({N, D}, opts(dtype_));
     comm_->reduce_scatter(x_all.data_ptr(), x.data_ptr(), N * D, comm_dtype(dtype_), comm::ReduceOp::kSum);
     return x;

@@ -73,12 +73,8 @@ class TensorParallelStrategy : public TrainingStrategy {
 
   // The vocabulary-parallel embedding: each rank looks up the ids in its rows, the group sums.
   at::Tensor embed_lookup(const model::ModelLayout& m, const at::Tensor& ids) override {
-    const int64_t rows = m.shape.vocab_size;
-    at::Tensor local = ids - rank_ * rows;
-    at::Tensor own = local.ge(0).logical_and_(local.lt(rows));
-    at::Tensor x = model::embedding_of(m, inner_->compute(0, model::Pass::kForward))
-                       .index_select(0, local.clamp(0, rows - 1))
-                       .mul_(own.view({-1, 1}).to(dtype_));
+    at::Tensor x = model::embed_rows_lookup(model::embedding_of(m, inner_->compute(0, model::Pass::kForward)),
+                                            rank_ * m.shape.vocab_size, ids);
     inner_->release(0, model::Pass::kForward);
     reduce(*tp_comm_, x, comm::ReduceOp::kSum);
     return x;

@@ -22,8 +22,8 @@ add_test(test_device_flow "/bin/true")
 CT
 
 steps=(single_fp32 zero2_1rank_nccl_fp32 fsdp_1rank_nccl_fp32 nccl_1rank_losses_match_single doctor_1rank
-       ctest_gpu gpu_tests_not_skipped ctest_device_unit doctor_2ranks_shared ddp_2ranks_fp32 zero1_2ranks_fp32 zero2_2ranks_fp32 fsdp_2ranks_fp32
-       single_bf16 ddp_2ranks_bf16 zero1_2ranks_bf16 zero2_2ranks_bf16 fsdp_2ranks_bf16
+       ctest_gpu gpu_tests_not_skipped ctest_device_unit doctor_2ranks_shared ddp_2ranks_fp32 zero1_2ranks_fp32 zero2_2ranks_fp32 fsdp_2ranks_fp32 tp2_2ranks_fp32
+       single_bf16 ddp_2ranks_bf16 zero1_2ranks_bf16 zero2_2ranks_bf16 fsdp_2ranks_bf16 tp2_2ranks_bf16
        single_small_bf16 single_small_bf16_efficient qwen3_5_tiny_bf16 plan_gpu plan_gpu_2ranks_shared report)
 
 # The whole flow: it fails (the gpu test skipped), and says which steps did.

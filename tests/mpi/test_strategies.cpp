@@ -31,6 +31,7 @@
 #include "lorabench/train/state_check.hpp"
 #include "lorabench/train/step_runner.hpp"
 #include "mpi_test_util.hpp"
+#include "test_device.hpp"
 #include "state_compare.hpp"
 
 using namespace lorabench;
@@ -41,18 +42,8 @@ namespace {
 
 const int kSteps = getenv("LB_STEPS") ? atoi(getenv("LB_STEPS")) : 10;
 
-#ifdef LB_TEST_ON_CUDA
-// cuBLAS chooses its algorithm (split-K included) by shape, and the sharded head's chunks have other
-// shapes than the unsharded one's: rounding differences one order above the CPU's.
-constexpr double kTol = 1e-4;
-device::Device& test_device() {
-  static std::unique_ptr<device::Device> d = device::make_device({device::Kind::kCuda, 0, "mpi", "the test's GPU"});
-  return *d;
-}
-#else
-constexpr double kTol = 1e-5;
-device::Device& test_device() { return device::cpu_device(); }
-#endif
+using lbtest::kTol;
+using lbtest::test_device;
 
 // LB_TEST_MODEL names another preset (tests/mpi/strategy.cmake runs qwen3-tiny: head_dim 32 on hidden 64,
 // q/k norms, no q/k/v biases; and qwen3.5-tiny: three Gated DeltaNet layers and one gated full-attention layer).

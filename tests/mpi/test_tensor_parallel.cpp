@@ -25,6 +25,7 @@
 #include "lorabench/strategy/strategy.hpp"
 #include "lorabench/train/step_runner.hpp"
 #include "mpi_test_util.hpp"
+#include "test_device.hpp"
 #include "state_compare.hpp"
 
 using namespace lorabench;
@@ -34,16 +35,8 @@ using lbtest::rel;
 namespace {
 
 constexpr int kSteps = 6;
-#ifdef LB_TEST_ON_CUDA
-constexpr double kTol = 1e-4;  // cuBLAS picks its algorithms by shape: a rank's part has other shapes
-device::Device& test_device() {
-  static std::unique_ptr<device::Device> d = device::make_device({device::Kind::kCuda, 0, "mpi", "the test's GPU"});
-  return *d;
-}
-#else
-constexpr double kTol = 1e-5;
-device::Device& test_device() { return device::cpu_device(); }
-#endif
+using lbtest::kTol;
+using lbtest::test_device;
 
 model::ModelShape test_shape() {
   model::ModelShape s = model::preset_shape(getenv("LB_TEST_MODEL") ? getenv("LB_TEST_MODEL") : "tiny");

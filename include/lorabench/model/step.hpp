@@ -88,6 +88,10 @@ MicroResult forward_loss(const ModelLayout& m, UnitProvider& p, const MicroBatch
 at::Tensor forward_logits(const ModelLayout& m, UnitProvider& p, const at::Tensor& ids,
                           std::vector<at::Tensor>* hidden = nullptr);
 
+// A vocabulary-sharded embedding's part of a lookup: x[i] = rows[ids[i] - row0] where ids[i] lies in
+// [row0, row0 + rows.size(0)), else 0; the parts of all the shards sum to the lookup.
+at::Tensor embed_rows_lookup(const at::Tensor& rows, int64_t row0, const at::Tensor& ids);
+
 // The embedding, final norm and LM-head matrices as views of their units' buffers (compute or gradient).
 at::Tensor embedding_of(const ModelLayout& m, const at::Tensor& embed_flat);
 at::Tensor final_norm_of(const ModelLayout& m, const at::Tensor& final_flat);
