@@ -675,7 +675,8 @@ std::vector<PlanRow> make_plan(const RunConfig& c, const PlanOptions& o, const P
     }
     for (const auto& name : strategies) {
       const auto [st, tp] = split_tp_strategy(name);
-      if ((st == "single") == (w == tp)) rows.push_back(plan_row(in, name, w, bw));
+      // single: one rank, or one tensor-parallel group; ddp across one group is ddp of one replica.
+      if (st == "single" ? w == tp : w > 1) rows.push_back(plan_row(in, name, w, bw));
     }
   }
   return rows;

@@ -15,6 +15,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <ostream>
 #include <string>
 
 #include "lorabench/comm/mpi_communicator.hpp"
@@ -157,6 +158,8 @@ void check_case(const Case& c) {
   EXPECT_LE(norm_rel(got.state.exp_avg_sq, ref.state.exp_avg_sq), 2 * kTol) << c.name() << ": AdamW v";
   EXPECT_EQ(got.state.step, kSteps);
 }
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name(); }
 
 class TensorParallel : public ::testing::TestWithParam<Case> {};
 

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,7 @@ struct SplitCase {
   std::string preset;
   int tp;
 };
+void PrintTo(const SplitCase& c, std::ostream* os) { *os << c.preset << " tp " << c.tp; }
 
 class TensorParallelLayout : public ::testing::TestWithParam<SplitCase> {};
 
