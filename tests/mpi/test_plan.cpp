@@ -166,17 +166,17 @@ TEST(Plan, TensorParallelRowsHoldTheirPartOfTheModel) {
   o.worlds = {8};
   o.gpus_per_node = 8;
   o.strategies = {"tp8+single"};
-  const train::PlanRow& heads = row(train::make_plan(c, o, &p, bandwidth(100)), "tp8+single", 8);
+  const train::PlanRow heads = row(train::make_plan(c, o, &p, bandwidth(100)), "tp8+single", 8);
   EXPECT_FALSE(heads.fits);
   EXPECT_NE(heads.note.find("attention heads"), std::string::npos) << heads.note;
   o.gpus_per_node = 2;
   o.strategies = {"tp4+ddp"};
-  const train::PlanRow& wide = row(train::make_plan(c, o, &p, bandwidth(100)), "tp4+ddp", 8);
+  const train::PlanRow wide = row(train::make_plan(c, o, &p, bandwidth(100)), "tp4+ddp", 8);
   EXPECT_FALSE(wide.fits);
   EXPECT_NE(wide.note.find("within a node"), std::string::npos) << wide.note;
   o.gpus_per_node = 8;
   o.strategies = {"tp2+fsdp"};
-  const train::PlanRow& fsdp = row(train::make_plan(c, o, &p, bandwidth(100)), "tp2+fsdp", 8);
+  const train::PlanRow fsdp = row(train::make_plan(c, o, &p, bandwidth(100)), "tp2+fsdp", 8);
   EXPECT_FALSE(fsdp.fits);
   EXPECT_THROW(train::split_tp_strategy("tpx+ddp"), ConfigError);
 }
