@@ -395,15 +395,15 @@ Grads backward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor&
   const int64_t per_chunk = Chunk::floats(z) + C * dv + dk * dv;  // the chunk, its new values, the state entering it
   at::parallel_for(0, z.B * z.Hk, 1, [&](int64_t begin, int64_t end) {
     const int64_t m = std::max({C, dk, dv});
-    Arena a(6 * z.T * dk + z.T * 2 + z.NC * per_chunk + Scratch::floats(z) + 12 * m * m + C);
+    Arena a(4 * z.T * dk + 2 * dk + z.T * 2 + z.NC * per_chunk + Scratch::floats(z) + 12 * m * m + C);
     float* Qn = a.take(z.T * dk);
     float* Kn = a.take(z.T * dk);
     float* dQ = a.take(z.T * dk);  // d(scaled normalised q), summed over the key head's value heads
     float* dK = a.take(z.T * dk);
     float* rsq = a.take(z.T);
     float* rsk = a.take(z.T);
-    float* tmp_q = a.take(z.T * dk);
-    float* tmp_k = a.take(z.T * dk);
+    float* oq = a.take(dk);  // one row of dq, dk in fp32 before it is stored in the input's dtype
+    float* ok = a.take(dk);
     std::vector<Chunk> chunks(size_t(z.NC));
     std::vector<float*> S0(size_t(z.NC)), Vn(size_t(z.NC));
     for (int64_t c = 0; c < z.NC; ++c) {
@@ -566,8 +566,6 @@ Grads backward(const at::Tensor& q_in, const at::Tensor& k_in, const at::Tensor&
           dotq += qrow[e] * dqr[e];
           dotk += krow[e] * dkr[e];
         }
-        float* oq = tmp_q + t * dk;
-        float* ok = tmp_k + t * dk;
         for (int64_t e = 0; e < dk; ++e) {
           oq[e] = rsq[t] * (dqr[e] - qrow[e] * dotq);
           ok[e] = rsk[t] * (dkr[e] - krow[e] * dotk);
