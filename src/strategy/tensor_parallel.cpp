@@ -31,8 +31,6 @@ class TensorParallelStrategy : public TrainingStrategy {
                         "fine-tuning (lora.enabled = false) runs with tp = 1");
     local_ = model::build_layout(model::tp_local_shape(m.shape, tp_), m.lora);
     local_.kernels = m.kernels;
-    info_.size = tp_;
-    info_.rank = rank_;
     info_.kv_replicas = model::tp_kv_replicas(m.shape, tp_);
     if (info_.kv_replicas > 1) {
       LB_CHECK(kv_comm_ != nullptr && kv_comm_->size() == info_.kv_replicas,

@@ -108,7 +108,6 @@ struct LayerCache {
 // gradient; where key/value heads are replicated, their adapters' B gradients are summed over the ranks that share
 // the head. Every rank of the group calls them in the same order.
 struct TensorParallel {
-  int size = 1, rank = 0;
   std::function<void(at::Tensor&)> sum;     // in place, over the tensor-parallel group (contiguous tensors)
   std::function<void(at::Tensor&)> kv_sum;  // in place, over the ranks holding this rank's key/value heads
   int kv_replicas = 1;                      // ranks per key/value head
